@@ -1,0 +1,61 @@
+#pragma once
+/// @file cuda.hpp
+/// The CUDA shim: every CUDA runtime call that spillway makes goes through these functions, so
+/// that the rest of the library is plain C++ and a CPU build links no CUDA at all. In a CPU
+/// build `is_available()` is false and the other functions throw spillway::logic_error.
+/// All functions throw spillway::cuda_error with the call and CUDA's error string on failure.
+
+#include <spillway/core/stream.hpp>
+
+#include <cstddef>
+
+namespace spillway::cuda {
+
+/// True when spillway was built with CUDA and at least one GPU is usable. Cached; thread-safe.
+bool is_available() noexcept;
+/// True when spillway was built with CUDA (whether or not a GPU is present).
+bool is_compiled() noexcept;
+/// The number of visible GPUs (0 when none or in a CPU build).
+int device_count() noexcept;
+int current_device();
+void set_device(int device);
+/// Total memory of the current device in bytes.
+std::size_t device_total_memory();
+/// The device's name, e.g. "NVIDIA H200".
+const char* device_name();
+
+void* malloc_device(std::size_t bytes);
+void free_device(void* ptr) noexcept;
+/// cudaMallocAsync on the current device's default pool.
+void* malloc_async(std::size_t bytes, Stream stream);
+void free_async(void* ptr, Stream stream) noexcept;
+
+/// A stream-ordered memory pool (cudaMemPool_t held as void*).
+/// `pinned_host` makes a pool of page-locked host memory (cudaMemLocationTypeHost).
+void* pool_create(bool pinned_host, std::size_t reserve_bytes);
+void pool_destroy(void* pool) noexcept;
+void* pool_malloc(void* pool, std::size_t bytes, Stream stream);
+void pool_free(void* ptr, Stream stream) noexcept;
+
+void* malloc_pinned(std::size_t bytes);
+void free_pinned(void* ptr) noexcept;
+
+/// cudaMemcpyAsync with cudaMemcpyDefault (unified addressing picks the direction).
+void memcpy_async(void* dst, const void* src, std::size_t bytes, Stream stream);
+/// Synchronous memset of device memory (tests and benchmarks).
+void memset_device(void* dst, int value, std::size_t bytes);
+
+void* stream_create();
+void stream_destroy(void* stream) noexcept;
+void stream_synchronize(Stream stream);
+
+void* event_create();
+void event_destroy(void* event) noexcept;
+void event_record(void* event, Stream stream);
+/// True when the work before the record has completed.
+bool event_query(void* event);
+void event_synchronize(void* event);
+/// Milliseconds between two recorded events.
+float event_elapsed_ms(void* start, void* end);
+
+}  // namespace spillway::cuda

@@ -1,0 +1,34 @@
+#pragma once
+/// @file event.hpp
+/// An owned CUDA event, used to tell when asynchronous work on a stream has completed.
+
+#include <spillway/core/stream.hpp>
+
+namespace spillway {
+
+/// A CUDA event (timing disabled), move-only. In a CPU build it never records anything and is
+/// always complete.
+class Event {
+ public:
+  Event() noexcept = default;
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  Event(Event&& other) noexcept : event_{other.event_} { other.event_ = nullptr; }
+  Event& operator=(Event&& other) noexcept;
+
+  /// Records the event at the current end of `stream` (creating it on first use).
+  /// @throws spillway::cuda_error
+  void record(Stream stream);
+  /// True when nothing was recorded or the recorded work has completed.
+  [[nodiscard]] bool is_complete() const;
+  /// Blocks until the recorded work has completed.
+  void synchronize() const;
+  /// The cudaEvent_t as void* (nullptr until recorded).
+  [[nodiscard]] void* handle() const noexcept { return event_; }
+
+ private:
+  void* event_{nullptr};
+};
+
+}  // namespace spillway

@@ -1,0 +1,95 @@
+#pragma once
+/// @file options.hpp
+/// The one options object of spillway. Every setting has a SPILLWAY_* environment variable
+/// (read once, at first use), a setter, and a documented default. Thread-safe.
+
+#include <spillway/core/limit.hpp>
+#include <spillway/core/logging.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace spillway {
+
+/// The device allocators, as RapidsMPF's `-m`.
+enum class DeviceAllocator {
+  cuda,   ///< cudaMalloc / cudaFree
+  async,  ///< cudaMallocAsync on the device's default memory pool
+  pool,   ///< a dedicated cudaMemPool, its memory reserved up front
+};
+/// Parses "cuda|async|pool". @throws spillway::logic_error naming the valid choices.
+DeviceAllocator parse_device_allocator(const std::string& text);
+const char* to_string(DeviceAllocator a) noexcept;
+
+/// All settings. Use `options::get()` for a snapshot and the setters to change one.
+struct OptionValues {
+  /// SPILLWAY_SPILL_DIR; default: $TMPDIR, else /tmp. A private subdirectory is made inside.
+  std::string spill_dir;
+  /// SPILLWAY_DEVICE_LIMIT, SPILLWAY_PINNED_LIMIT, SPILLWAY_HOST_LIMIT, SPILLWAY_DISK_LIMIT:
+  /// bytes ("4GiB"), a fraction of capacity ("80%") or "unlimited" (the default for all).
+  Limit device_limit, pinned_limit, host_limit, disk_limit;
+  /// SPILLWAY_DEVICE_ALLOCATOR: cuda | async | pool; default async.
+  DeviceAllocator device_allocator{DeviceAllocator::async};
+  /// SPILLWAY_DEVICE_POOL_SIZE: memory reserved up front by the `pool` allocator; default: the
+  /// device limit when one is set, else 50% of the device.
+  Limit device_pool_size{Limit::unlimited()};
+  /// SPILLWAY_PINNED_POOL: use a pinned-host pool for PINNED_HOST (1) or disable that tier (0,
+  /// like RapidsMPF's -L). Default 1.
+  bool pinned_pool{true};
+  /// SPILLWAY_IO_THREADS: threads of the spill I/O pool; default min(cores, 16).
+  std::size_t io_threads{0};
+  /// SPILLWAY_SPILL_TASK_SIZE: bytes per parallel spill read/write task, each with its own
+  /// checksum; default 8 MiB.
+  std::size_t spill_task_size{0};
+  /// SPILLWAY_SPILL_FILE_SIZE: a spill file takes new blocks until it is this big; default 1 GiB.
+  std::size_t spill_file_size{0};
+  /// SPILLWAY_STAGING_SIZE: pinned bounce memory for DEVICE<->DISK copies; default 32 MiB.
+  std::size_t staging_size{0};
+  /// SPILLWAY_SPILL_PERIOD_MS: period of the background spill thread (0 = off, the default).
+  std::chrono::milliseconds spill_period{0};
+  /// SPILLWAY_LOG_LEVEL: none | error | warn | info | debug | trace; default warn.
+  LogLevel log_level{LogLevel::warn};
+};
+
+namespace options {
+/// A snapshot of the current settings (environment applied on first call).
+OptionValues get();
+/// Replaces all settings (used by OptionsGuard).
+void set(const OptionValues& values);
+
+void set_spill_dir(std::string dir);
+void set_device_limit(Limit l);
+void set_pinned_limit(Limit l);
+void set_host_limit(Limit l);
+void set_disk_limit(Limit l);
+void set_device_allocator(DeviceAllocator a);
+void set_device_pool_size(Limit l);
+void set_pinned_pool(bool enabled);
+void set_io_threads(std::size_t n);
+void set_spill_task_size(std::size_t bytes);
+void set_spill_file_size(std::size_t bytes);
+void set_staging_size(std::size_t bytes);
+void set_spill_period(std::chrono::milliseconds period);
+void set_log_level(LogLevel level);
+
+/// Reads the SPILLWAY_* variables again into the settings (tests use this after setenv).
+/// @throws spillway::logic_error naming the variable whose value is invalid.
+void reload_from_environment();
+}  // namespace options
+
+/// Restores every setting on destruction; tests use it so that a setter does not leak.
+class OptionsGuard {
+ public:
+  OptionsGuard() : saved_{options::get()} {}
+  ~OptionsGuard() { options::set(saved_); }
+  OptionsGuard(const OptionsGuard&) = delete;
+  OptionsGuard& operator=(const OptionsGuard&) = delete;
+  OptionsGuard(OptionsGuard&&) = delete;
+  OptionsGuard& operator=(OptionsGuard&&) = delete;
+
+ private:
+  OptionValues saved_;
+};
+
+}  // namespace spillway

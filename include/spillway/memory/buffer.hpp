@@ -1,0 +1,79 @@
+#pragma once
+/// @file buffer.hpp
+/// Owned bytes in exactly one memory tier.
+
+#include <spillway/core/event.hpp>
+#include <spillway/core/stream.hpp>
+#include <spillway/memory/memory_type.hpp>
+#include <spillway/memory/spill_files.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace spillway {
+
+class BufferResource;
+
+/// Bytes owned in one tier, paid for by a MemoryReservation of that tier and returned to it by
+/// the destructor. DEVICE, PINNED_HOST and HOST buffers have a pointer; a DISK buffer is an
+/// extent of a spill file. Made only by a BufferResource (allocate, copy, move), which must
+/// outlive it. Move-only through std::unique_ptr; not thread-safe (one owner at a time).
+///
+/// A buffer filled by an asynchronous copy is "not ready" until the copy has completed on its
+/// stream: use `wait()` before reading it from the host, or order later work on `stream()`.
+class Buffer {
+ public:
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&&) = delete;
+  Buffer& operator=(Buffer&&) = delete;
+
+  [[nodiscard]] MemoryType mem_type() const noexcept { return type_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  /// The bytes (device or host pointer; nullptr for size 0).
+  /// @throws spillway::logic_error for a DISK buffer, which has no pointer.
+  [[nodiscard]] std::byte* data();
+  [[nodiscard]] const std::byte* data() const;
+  /// The stream the last write into this buffer was queued on.
+  [[nodiscard]] Stream stream() const noexcept { return stream_; }
+  /// True when no asynchronous copy into the buffer is still running.
+  [[nodiscard]] bool is_ready() const;
+  /// Blocks until the buffer is ready. @throws spillway::cuda_error
+  void wait() const;
+  /// The spill-file extent of a DISK buffer (nullptr otherwise); for tests and diagnostics.
+  [[nodiscard]] const DiskExtent* disk_extent() const noexcept {
+    return extent_ ? &*extent_ : nullptr;
+  }
+
+ private:
+  friend class BufferResource;
+  Buffer(BufferResource& br, MemoryType type, std::size_t size, void* ptr, Stream stream) noexcept
+      : br_{&br}, type_{type}, size_{size}, ptr_{ptr}, stream_{stream} {}
+  Buffer(BufferResource& br, DiskExtent extent) noexcept
+      : br_{&br},
+        type_{MemoryType::DISK},
+        size_{extent.size},
+        extent_{std::move(extent)} {}
+
+  /// Marks the buffer as filled by an asynchronous copy named `stat` that started at `start`.
+  void set_pending(Stream stream, Event start, std::string stat);
+  /// Records the completed copy's time in the statistics (once).
+  void finish_pending() const;
+
+  BufferResource* br_;
+  MemoryType type_;
+  std::size_t size_;
+  void* ptr_{nullptr};
+  Stream stream_{};
+  std::optional<DiskExtent> extent_;
+  struct Pending {
+    Event start, end;
+    std::string stat;
+  };
+  mutable std::unique_ptr<Pending> pending_;
+};
+
+}  // namespace spillway

@@ -1,0 +1,173 @@
+#pragma once
+/// @file buffer_resource.hpp
+/// The per-rank owner of all memory: tiers with hard limits, reservations, allocation, copies
+/// and moves between tiers, spilling.
+
+#include <spillway/core/limit.hpp>
+#include <spillway/core/options.hpp>
+#include <spillway/core/stream.hpp>
+#include <spillway/memory/buffer.hpp>
+#include <spillway/memory/memory_reservation.hpp>
+#include <spillway/memory/memory_resource.hpp>
+#include <spillway/memory/memory_type.hpp>
+#include <spillway/memory/spill_files.hpp>
+#include <spillway/memory/spill_manager.hpp>
+#include <spillway/stats/statistics.hpp>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace spillway {
+
+/// How a BufferResource is set up. `from_options()` fills it from the SPILLWAY_* settings.
+struct BufferResourceConfig {
+  /// Per tier (indexed by MemoryType): a byte count, a fraction of capacity, or unlimited.
+  std::array<Limit, 4> limits{};
+  DeviceAllocator device_allocator{DeviceAllocator::async};
+  /// Bytes the `pool` allocator maps up front; unlimited means "the device limit if set, else
+  /// 50% of the device".
+  Limit device_pool_size{};
+  /// Whether the PINNED_HOST tier exists (RapidsMPF's -L turns it off).
+  bool pinned_pool{true};
+  /// False forces the CPU path (no DEVICE or PINNED_HOST tier) even where a GPU exists.
+  bool use_gpu{true};
+  std::string spill_dir{"/tmp"};
+  std::size_t io_threads{4};
+  std::size_t spill_task_size{8u << 20};
+  std::size_t spill_file_size{1u << 30};
+  std::size_t staging_size{32u << 20};
+  /// Background spilling: period (0 = off) and the free bytes to keep per tier.
+  std::chrono::milliseconds spill_period{0};
+  std::array<std::size_t, 4> headroom{};
+  bool statistics{true};
+
+  /// The configuration the current options (and SPILLWAY_* variables) describe.
+  static BufferResourceConfig from_options();
+};
+
+/// One per rank; thread-safe. Every byte spillway holds lives in a Buffer of one tier, paid for
+/// by a MemoryReservation against that tier's limit; `used(tier)` counts reserved plus
+/// allocated bytes and never exceeds `limit(tier)`.
+///
+/// Without CUDA (or with `use_gpu = false`) the DEVICE and PINNED_HOST tiers are absent:
+/// `is_live()` is false and reserving on them throws spillway::logic_error.
+/// Buffers and reservations must not outlive their BufferResource.
+class BufferResource {
+ public:
+  /// @throws spillway::cuda_error when a device allocator cannot be created.
+  explicit BufferResource(const BufferResourceConfig& config = BufferResourceConfig::from_options());
+  ~BufferResource();
+  BufferResource(const BufferResource&) = delete;
+  BufferResource& operator=(const BufferResource&) = delete;
+  BufferResource(BufferResource&&) = delete;
+  BufferResource& operator=(BufferResource&&) = delete;
+
+  [[nodiscard]] bool is_live(MemoryType t) const noexcept { return tiers_[index(t)].live; }
+  /// The resolved limit in bytes (unlimited_bytes when none).
+  [[nodiscard]] std::size_t limit(MemoryType t) const noexcept { return tiers_[index(t)].limit; }
+  /// Reserved plus allocated bytes.
+  [[nodiscard]] std::size_t used(MemoryType t) const noexcept {
+    return tiers_[index(t)].used.load(std::memory_order_relaxed);
+  }
+  /// The largest `used(t)` seen since construction or `reset_peak(t)`.
+  [[nodiscard]] std::size_t peak(MemoryType t) const noexcept {
+    return tiers_[index(t)].peak.load(std::memory_order_relaxed);
+  }
+  void reset_peak(MemoryType t) noexcept;
+  /// limit - used (0 when over).
+  [[nodiscard]] std::size_t available(MemoryType t) const noexcept;
+  /// The tier's size: device memory, physical host memory, free disk space at creation.
+  [[nodiscard]] std::size_t capacity(MemoryType t) const noexcept {
+    return tiers_[index(t)].capacity;
+  }
+  /// The top live tier (DEVICE with a GPU, else HOST).
+  [[nodiscard]] MemoryType top_tier() const noexcept;
+
+  /// Reserves `bytes` on tier `t` without spilling; nullopt when they do not fit.
+  std::optional<MemoryReservation> try_reserve(MemoryType t, std::size_t bytes);
+  /// Reserves `bytes` on tier `t`, spilling that tier's spillable buffers down if needed.
+  /// @throws spillway::out_of_memory with used/limit of every tier when it cannot be met;
+  ///         spillway::logic_error when the tier is absent.
+  MemoryReservation reserve(MemoryType t, std::size_t bytes);
+  /// The first live tier of `order` with room, without spilling; if none, each live tier after
+  /// the first (or the only one) in order again, now allowing spilling. So data lands lower
+  /// instead of evicting the preferred tier. @throws spillway::out_of_memory
+  MemoryReservation reserve_first_fit(std::span<const MemoryType> order, std::size_t bytes);
+
+  /// Allocates `bytes` drawn from `reservation` (DEVICE, PINNED_HOST or HOST), valid on `stream`.
+  /// @throws spillway::logic_error when the reservation is too small or of the DISK tier.
+  std::unique_ptr<Buffer> allocate(MemoryReservation& reservation, std::size_t bytes,
+                                   Stream stream = {});
+  /// reserve(t, bytes) then allocate.
+  std::unique_ptr<Buffer> allocate(MemoryType t, std::size_t bytes, Stream stream = {});
+
+  /// Copies `src` into a new buffer of the reservation's tier, drawn from it. Copies that
+  /// involve the GPU are asynchronous on `stream` (the result is not ready until then, and
+  /// `src` must stay alive until it is); the others are done when this returns.
+  /// @throws spillway::io_error (disk), spillway::cuda_error, spillway::logic_error
+  std::unique_ptr<Buffer> copy(const Buffer& src, MemoryReservation& reservation,
+                               Stream stream = {});
+  /// Moves `buf` to the reservation's tier (a copy, then the source is freed once the copy has
+  /// completed). Returns `buf` itself when it is already there.
+  std::unique_ptr<Buffer> move(std::unique_ptr<Buffer> buf, MemoryReservation& reservation,
+                               Stream stream = {});
+  /// reserve(t, size) then move.
+  std::unique_ptr<Buffer> move(std::unique_ptr<Buffer> buf, MemoryType t, Stream stream = {});
+  /// Moves `buf` one step down (spill_targets order: first a tier with room, else a lower one
+  /// after spilling it). Returns false, leaving `buf` as it was, when no lower tier has room;
+  /// throws only on real failures (I/O, CUDA). Used by spill functions.
+  bool spill_down(std::unique_ptr<Buffer>& buf, Stream stream = {});
+
+  SpillManager& spill_manager() noexcept { return spill_manager_; }
+  Statistics& statistics() noexcept { return statistics_; }
+  SpillFiles& spill_files() noexcept { return spill_files_; }
+  /// The stream the resource uses for its own copies (spilling); the default stream without CUDA.
+  [[nodiscard]] Stream stream() const noexcept { return stream_.view(); }
+  /// The device this resource allocates on (-1 without a GPU).
+  [[nodiscard]] int device() const noexcept { return device_; }
+  /// "DEVICE 1.00 GiB/2.00 GiB, PINNED_HOST ..." for messages.
+  [[nodiscard]] std::string usage() const;
+  /// Which allocator serves each live tier.
+  [[nodiscard]] std::string describe() const;
+
+ private:
+  friend class Buffer;
+  friend class MemoryReservation;
+
+  struct Tier {
+    bool live{false};
+    std::size_t limit{0};
+    std::size_t capacity{0};
+    std::atomic<std::size_t> used{0};
+    std::atomic<std::size_t> peak{0};
+    std::unique_ptr<MemoryResource> mr;
+  };
+
+  bool try_charge(MemoryType t, std::size_t bytes) noexcept;
+  void uncharge(MemoryType t, std::size_t bytes) noexcept;
+  std::optional<MemoryReservation> reserve_or_spill(MemoryType t, std::size_t bytes);
+  void check_live(MemoryType t) const;
+  [[noreturn]] void throw_oom(MemoryType t, std::size_t bytes) const;
+  void free_buffer(Buffer& buf) noexcept;
+  void activate_device() const;
+  void take(MemoryReservation& res, std::size_t bytes, MemoryType expected) const;
+  std::unique_ptr<Buffer> copy_to_disk(const Buffer& src, MemoryReservation& res, Stream stream);
+  void copy_from_disk(const Buffer& src, Buffer& dst, Stream stream);
+  MemoryReservation staging_reservation(std::size_t bytes);
+
+  BufferResourceConfig config_;
+  int device_{-1};
+  Statistics statistics_;
+  std::array<Tier, 4> tiers_;
+  SpillFiles spill_files_;
+  OwningStream stream_;
+  SpillManager spill_manager_;  // last: its background thread stops first
+};
+
+}  // namespace spillway

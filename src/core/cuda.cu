@@ -1,0 +1,197 @@
+// The CUDA shim of the GPU build: the only file that calls the CUDA runtime for memory,
+// streams and events.
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+namespace spillway::cuda {
+
+namespace {
+
+[[noreturn]] void fail(cudaError_t err, const char* call, const char* file, int line) {
+  throw cuda_error(detail::format_error(file, line,
+                                        std::string(call) + " failed: " + cudaGetErrorName(err) +
+                                            ": " + cudaGetErrorString(err)));
+}
+
+cudaStream_t s(Stream stream) { return static_cast<cudaStream_t>(stream.handle()); }
+
+}  // namespace
+
+}  // namespace spillway::cuda
+
+#define SPILLWAY_CUDA_TRY(call)                                                    \
+  do {                                                                             \
+    const cudaError_t spillway_err_ = (call);                                      \
+    if (spillway_err_ != cudaSuccess) [[unlikely]] {                               \
+      ::spillway::cuda::fail(spillway_err_, #call, __FILE__, __LINE__);            \
+    }                                                                              \
+  } while (0)
+
+namespace spillway::cuda {
+
+bool is_compiled() noexcept { return true; }
+
+int device_count() noexcept {
+  static const int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+bool is_available() noexcept { return device_count() > 0; }
+
+int current_device() {
+  int d = 0;
+  SPILLWAY_CUDA_TRY(cudaGetDevice(&d));
+  return d;
+}
+
+void set_device(int device) { SPILLWAY_CUDA_TRY(cudaSetDevice(device)); }
+
+std::size_t device_total_memory() {
+  std::size_t free_bytes = 0;
+  std::size_t total = 0;
+  SPILLWAY_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
+  return total;
+}
+
+const char* device_name() {
+  thread_local cudaDeviceProp prop{};
+  SPILLWAY_CUDA_TRY(cudaGetDeviceProperties(&prop, current_device()));
+  return prop.name;
+}
+
+void* malloc_device(std::size_t bytes) {
+  void* p = nullptr;
+  SPILLWAY_CUDA_TRY(cudaMalloc(&p, bytes));
+  return p;
+}
+
+void free_device(void* ptr) noexcept { (void)cudaFree(ptr); }
+
+void* malloc_async(std::size_t bytes, Stream stream) {
+  void* p = nullptr;
+  SPILLWAY_CUDA_TRY(cudaMallocAsync(&p, bytes, s(stream)));
+  return p;
+}
+
+void free_async(void* ptr, Stream stream) noexcept { (void)cudaFreeAsync(ptr, s(stream)); }
+
+void* pool_create(bool pinned_host, std::size_t reserve_bytes) {
+  const int device = current_device();
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  if (pinned_host) {
+    props.location.type = cudaMemLocationTypeHost;
+    props.location.id = 0;
+  } else {
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+  }
+  cudaMemPool_t pool = nullptr;
+  SPILLWAY_CUDA_TRY(cudaMemPoolCreate(&pool, &props));
+  // Keep freed memory in the pool instead of returning it to the system at each synchronize.
+  std::uint64_t threshold = UINT64_MAX;
+  SPILLWAY_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  if (pinned_host) {
+    cudaMemAccessDesc desc{};
+    desc.location.type = cudaMemLocationTypeDevice;
+    desc.location.id = device;
+    desc.flags = cudaMemAccessFlagsProtReadWrite;
+    SPILLWAY_CUDA_TRY(cudaMemPoolSetAccess(pool, &desc, 1));
+  }
+  if (reserve_bytes > 0) {
+    // Touch the memory once so that it is mapped up front ("sized up front").
+    void* p = nullptr;
+    SPILLWAY_CUDA_TRY(cudaMallocFromPoolAsync(&p, reserve_bytes, pool, nullptr));
+    SPILLWAY_CUDA_TRY(cudaFreeAsync(p, nullptr));
+    SPILLWAY_CUDA_TRY(cudaStreamSynchronize(nullptr));
+  }
+  return pool;
+}
+
+void pool_destroy(void* pool) noexcept {
+  (void)cudaDeviceSynchronize();
+  (void)cudaMemPoolDestroy(static_cast<cudaMemPool_t>(pool));
+}
+
+void* pool_malloc(void* pool, std::size_t bytes, Stream stream) {
+  void* p = nullptr;
+  SPILLWAY_CUDA_TRY(
+      cudaMallocFromPoolAsync(&p, bytes, static_cast<cudaMemPool_t>(pool), s(stream)));
+  return p;
+}
+
+void pool_free(void* ptr, Stream stream) noexcept { (void)cudaFreeAsync(ptr, s(stream)); }
+
+void* malloc_pinned(std::size_t bytes) {
+  void* p = nullptr;
+  SPILLWAY_CUDA_TRY(cudaMallocHost(&p, bytes));
+  return p;
+}
+
+void free_pinned(void* ptr) noexcept { (void)cudaFreeHost(ptr); }
+
+void memcpy_async(void* dst, const void* src, std::size_t bytes, Stream stream) {
+  SPILLWAY_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s(stream)));
+}
+
+void memset_device(void* dst, int value, std::size_t bytes) {
+  SPILLWAY_CUDA_TRY(cudaMemset(dst, value, bytes));
+  SPILLWAY_CUDA_TRY(cudaDeviceSynchronize());
+}
+
+void* stream_create() {
+  cudaStream_t st = nullptr;
+  SPILLWAY_CUDA_TRY(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  return st;
+}
+
+void stream_destroy(void* stream) noexcept {
+  (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+}
+
+void stream_synchronize(Stream stream) { SPILLWAY_CUDA_TRY(cudaStreamSynchronize(s(stream))); }
+
+void* event_create() {
+  cudaEvent_t e = nullptr;
+  SPILLWAY_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDefault));
+  return e;
+}
+
+void event_destroy(void* event) noexcept { (void)cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+
+void event_record(void* event, Stream stream) {
+  SPILLWAY_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(event), s(stream)));
+}
+
+bool event_query(void* event) {
+  const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (err == cudaErrorNotReady) return false;
+  SPILLWAY_CUDA_TRY(err);
+  return true;
+}
+
+void event_synchronize(void* event) {
+  SPILLWAY_CUDA_TRY(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+}
+
+float event_elapsed_ms(void* start, void* end) {
+  float ms = 0;
+  SPILLWAY_CUDA_TRY(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start),
+                                         static_cast<cudaEvent_t>(end)));
+  return ms;
+}
+
+}  // namespace spillway::cuda

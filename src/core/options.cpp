@@ -1,0 +1,195 @@
+#include <spillway/core/options.hpp>
+
+#include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace spillway {
+
+DeviceAllocator parse_device_allocator(const std::string& text) {
+  if (text == "cuda") return DeviceAllocator::cuda;
+  if (text == "async") return DeviceAllocator::async;
+  if (text == "pool") return DeviceAllocator::pool;
+  SPILLWAY_FAIL("unknown device allocator '" + text + "' (expected cuda, async or pool)");
+}
+
+const char* to_string(DeviceAllocator a) noexcept {
+  switch (a) {
+    case DeviceAllocator::cuda:
+      return "cuda";
+    case DeviceAllocator::pool:
+      return "pool";
+    case DeviceAllocator::async:
+      break;
+  }
+  return "async";
+}
+
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+OptionValues defaults() {
+  OptionValues v;
+  const char* tmp = std::getenv("TMPDIR");
+  v.spill_dir = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
+  v.io_threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 16);
+  v.spill_task_size = 8 * MiB;
+  v.spill_file_size = GiB;
+  v.staging_size = 32 * MiB;
+  return v;
+}
+
+std::size_t positive_bytes(const std::string& text, const char* var) {
+  const std::size_t n = parse_bytes(text, var);
+  SPILLWAY_EXPECTS(n > 0, std::string(var) + " must be greater than zero");
+  return n;
+}
+
+OptionValues from_environment() {
+  OptionValues v = defaults();
+  if (auto e = env("SPILLWAY_SPILL_DIR")) v.spill_dir = *e;
+  if (auto e = env("SPILLWAY_DEVICE_LIMIT")) v.device_limit = Limit::parse(*e, "SPILLWAY_DEVICE_LIMIT");
+  if (auto e = env("SPILLWAY_PINNED_LIMIT")) v.pinned_limit = Limit::parse(*e, "SPILLWAY_PINNED_LIMIT");
+  if (auto e = env("SPILLWAY_HOST_LIMIT")) v.host_limit = Limit::parse(*e, "SPILLWAY_HOST_LIMIT");
+  if (auto e = env("SPILLWAY_DISK_LIMIT")) v.disk_limit = Limit::parse(*e, "SPILLWAY_DISK_LIMIT");
+  if (auto e = env("SPILLWAY_DEVICE_ALLOCATOR")) {
+    try {
+      v.device_allocator = parse_device_allocator(*e);
+    } catch (const logic_error& err) {
+      SPILLWAY_FAIL(std::string("SPILLWAY_DEVICE_ALLOCATOR: ") + err.what());
+    }
+  }
+  if (auto e = env("SPILLWAY_DEVICE_POOL_SIZE")) {
+    v.device_pool_size = Limit::parse(*e, "SPILLWAY_DEVICE_POOL_SIZE");
+  }
+  if (auto e = env("SPILLWAY_PINNED_POOL")) {
+    SPILLWAY_EXPECTS(*e == "0" || *e == "1",
+                     "SPILLWAY_PINNED_POOL must be 0 or 1, got '" + *e + "'");
+    v.pinned_pool = (*e == "1");
+  }
+  if (auto e = env("SPILLWAY_IO_THREADS")) {
+    v.io_threads = parse_bytes(*e, "SPILLWAY_IO_THREADS");
+    SPILLWAY_EXPECTS(v.io_threads >= 1 && v.io_threads <= 1024,
+                     "SPILLWAY_IO_THREADS must be within 1..1024, got '" + *e + "'");
+  }
+  if (auto e = env("SPILLWAY_SPILL_TASK_SIZE")) {
+    v.spill_task_size = positive_bytes(*e, "SPILLWAY_SPILL_TASK_SIZE");
+  }
+  if (auto e = env("SPILLWAY_SPILL_FILE_SIZE")) {
+    v.spill_file_size = positive_bytes(*e, "SPILLWAY_SPILL_FILE_SIZE");
+  }
+  if (auto e = env("SPILLWAY_STAGING_SIZE")) {
+    v.staging_size = positive_bytes(*e, "SPILLWAY_STAGING_SIZE");
+  }
+  if (auto e = env("SPILLWAY_SPILL_PERIOD_MS")) {
+    v.spill_period = std::chrono::milliseconds(parse_bytes(*e, "SPILLWAY_SPILL_PERIOD_MS"));
+  }
+  if (auto e = env("SPILLWAY_LOG_LEVEL")) {
+    try {
+      v.log_level = parse_log_level(*e);
+    } catch (const logic_error& err) {
+      SPILLWAY_FAIL(std::string("SPILLWAY_LOG_LEVEL: ") + err.what());
+    }
+  }
+  return v;
+}
+
+struct State {
+  std::mutex mutex;
+  std::optional<OptionValues> values;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+template <typename F>
+void update(F&& f) {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  if (!s.values) s.values = from_environment();
+  f(*s.values);
+}
+
+}  // namespace
+
+namespace options {
+
+OptionValues get() {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  if (!s.values) s.values = from_environment();
+  return *s.values;
+}
+
+void set(const OptionValues& values) {
+  update([&](OptionValues& v) { v = values; });
+}
+
+void reload_from_environment() {
+  OptionValues fresh = from_environment();
+  update([&](OptionValues& v) { v = std::move(fresh); });
+}
+
+void set_spill_dir(std::string dir) {
+  SPILLWAY_EXPECTS(!dir.empty(), "the spill directory must not be empty");
+  update([&](OptionValues& v) { v.spill_dir = std::move(dir); });
+}
+void set_device_limit(Limit l) {
+  update([&](OptionValues& v) { v.device_limit = l; });
+}
+void set_pinned_limit(Limit l) {
+  update([&](OptionValues& v) { v.pinned_limit = l; });
+}
+void set_host_limit(Limit l) {
+  update([&](OptionValues& v) { v.host_limit = l; });
+}
+void set_disk_limit(Limit l) {
+  update([&](OptionValues& v) { v.disk_limit = l; });
+}
+void set_device_allocator(DeviceAllocator a) {
+  update([&](OptionValues& v) { v.device_allocator = a; });
+}
+void set_device_pool_size(Limit l) {
+  update([&](OptionValues& v) { v.device_pool_size = l; });
+}
+void set_pinned_pool(bool enabled) {
+  update([&](OptionValues& v) { v.pinned_pool = enabled; });
+}
+void set_io_threads(std::size_t n) {
+  SPILLWAY_EXPECTS(n >= 1 && n <= 1024, "io threads must be within 1..1024");
+  update([&](OptionValues& v) { v.io_threads = n; });
+}
+void set_spill_task_size(std::size_t bytes) {
+  SPILLWAY_EXPECTS(bytes > 0, "the spill task size must be greater than zero");
+  update([&](OptionValues& v) { v.spill_task_size = bytes; });
+}
+void set_spill_file_size(std::size_t bytes) {
+  SPILLWAY_EXPECTS(bytes > 0, "the spill file size must be greater than zero");
+  update([&](OptionValues& v) { v.spill_file_size = bytes; });
+}
+void set_staging_size(std::size_t bytes) {
+  SPILLWAY_EXPECTS(bytes > 0, "the staging size must be greater than zero");
+  update([&](OptionValues& v) { v.staging_size = bytes; });
+}
+void set_spill_period(std::chrono::milliseconds period) {
+  SPILLWAY_EXPECTS(period.count() >= 0, "the spill period must not be negative");
+  update([&](OptionValues& v) { v.spill_period = period; });
+}
+void set_log_level(LogLevel level) {
+  update([&](OptionValues& v) { v.log_level = level; });
+}
+
+}  // namespace options
+}  // namespace spillway

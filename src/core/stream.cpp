@@ -1,0 +1,53 @@
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/event.hpp>
+#include <spillway/core/stream.hpp>
+
+namespace spillway {
+
+void Stream::synchronize() const {
+  if (cuda::is_available()) cuda::stream_synchronize(*this);
+}
+
+OwningStream::OwningStream() {
+  if (cuda::is_available()) stream_ = Stream{cuda::stream_create()};
+}
+
+OwningStream::~OwningStream() {
+  if (stream_.handle() != nullptr) cuda::stream_destroy(stream_.handle());
+}
+
+OwningStream& OwningStream::operator=(OwningStream&& other) noexcept {
+  if (this != &other) {
+    if (stream_.handle() != nullptr) cuda::stream_destroy(stream_.handle());
+    stream_ = other.stream_;
+    other.stream_ = {};
+  }
+  return *this;
+}
+
+Event::~Event() {
+  if (event_ != nullptr) cuda::event_destroy(event_);
+}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    if (event_ != nullptr) cuda::event_destroy(event_);
+    event_ = other.event_;
+    other.event_ = nullptr;
+  }
+  return *this;
+}
+
+void Event::record(Stream stream) {
+  if (!cuda::is_available()) return;
+  if (event_ == nullptr) event_ = cuda::event_create();
+  cuda::event_record(event_, stream);
+}
+
+bool Event::is_complete() const { return event_ == nullptr || cuda::event_query(event_); }
+
+void Event::synchronize() const {
+  if (event_ != nullptr) cuda::event_synchronize(event_);
+}
+
+}  // namespace spillway

@@ -1,0 +1,448 @@
+#include <spillway/memory/buffer_resource.hpp>
+
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/core/logging.hpp>
+#include <spillway/core/units.hpp>
+#include <spillway/memory/device_memory_resource.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/pinned_memory_resource.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace spillway {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::size_t physical_memory() noexcept {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
+                               : 0;
+}
+
+std::string limit_string(std::size_t limit) {
+  return limit == unlimited_bytes ? "unlimited" : format_bytes(static_cast<double>(limit));
+}
+
+std::string copy_stat(MemoryType from, MemoryType to) {
+  return "copy-" + std::string(stat_name(from)) + "-to-" + std::string(stat_name(to));
+}
+
+}  // namespace
+
+BufferResourceConfig BufferResourceConfig::from_options() {
+  const OptionValues o = options::get();
+  BufferResourceConfig c;
+  c.limits = {o.device_limit, o.pinned_limit, o.host_limit, o.disk_limit};
+  c.device_allocator = o.device_allocator;
+  c.device_pool_size = o.device_pool_size;
+  c.pinned_pool = o.pinned_pool;
+  c.spill_dir = o.spill_dir;
+  c.io_threads = o.io_threads;
+  c.spill_task_size = o.spill_task_size;
+  c.spill_file_size = o.spill_file_size;
+  c.staging_size = o.staging_size;
+  c.spill_period = o.spill_period;
+  return c;
+}
+
+BufferResource::BufferResource(const BufferResourceConfig& config)
+    : config_{config},
+      statistics_{config.statistics},
+      spill_files_{config.spill_dir, config.spill_file_size, config.spill_task_size,
+                   config.io_threads},
+      stream_{nullptr},
+      spill_manager_{[this](MemoryType t) { return available(t); }} {
+  const bool gpu = config_.use_gpu && cuda::is_available();
+  auto& dev = tiers_[index(MemoryType::DEVICE)];
+  auto& pin = tiers_[index(MemoryType::PINNED_HOST)];
+  auto& host = tiers_[index(MemoryType::HOST)];
+  auto& disk = tiers_[index(MemoryType::DISK)];
+  if (gpu) {
+    device_ = cuda::current_device();
+    dev.capacity = cuda::device_total_memory();
+    dev.limit = config_.limits[index(MemoryType::DEVICE)].resolve(dev.capacity);
+    std::size_t pool_size = 0;
+    if (config_.device_allocator == DeviceAllocator::pool) {
+      pool_size = !config_.device_pool_size.is_unlimited()
+                      ? config_.device_pool_size.resolve(dev.capacity)
+                  : dev.limit != unlimited_bytes ? dev.limit
+                                                 : dev.capacity / 2;
+    }
+    dev.mr = std::make_unique<DeviceMemoryResource>(config_.device_allocator, pool_size);
+    dev.live = true;
+    if (config_.pinned_pool) {
+      pin.capacity = physical_memory();
+      pin.limit = config_.limits[index(MemoryType::PINNED_HOST)].resolve(pin.capacity);
+      pin.mr = std::make_unique<PinnedMemoryResource>();
+      pin.live = true;
+    }
+    stream_ = OwningStream();
+  }
+  host.capacity = physical_memory();
+  host.limit = config_.limits[index(MemoryType::HOST)].resolve(host.capacity);
+  host.mr = std::make_unique<HostMemoryResource>();
+  host.live = true;
+  disk.capacity = spill_files_.free_space();
+  disk.limit = config_.limits[index(MemoryType::DISK)].resolve(disk.capacity);
+  disk.live = true;
+  if (config_.spill_period.count() > 0) {
+    spill_manager_.start_background(config_.spill_period, config_.headroom);
+  }
+}
+
+BufferResource::~BufferResource() {
+  spill_manager_.stop_background();
+  for (MemoryType t : all_memory_types) {
+    if (used(t) != 0) {
+      SPILLWAY_LOG(error, "BufferResource destroyed with " << used(t) << " bytes of "
+                                                           << to_string(t)
+                                                           << " still reserved or allocated");
+    }
+  }
+}
+
+void BufferResource::reset_peak(MemoryType t) noexcept {
+  auto& tier = tiers_[index(t)];
+  tier.peak.store(tier.used.load());
+}
+
+std::size_t BufferResource::available(MemoryType t) const noexcept {
+  const auto& tier = tiers_[index(t)];
+  const std::size_t u = tier.used.load(std::memory_order_relaxed);
+  return u >= tier.limit ? 0 : tier.limit - u;
+}
+
+MemoryType BufferResource::top_tier() const noexcept {
+  return is_live(MemoryType::DEVICE) ? MemoryType::DEVICE : MemoryType::HOST;
+}
+
+std::string BufferResource::usage() const {
+  std::string out;
+  for (MemoryType t : all_memory_types) {
+    if (!is_live(t)) continue;
+    if (!out.empty()) out += ", ";
+    out += std::string(to_string(t)) + " " + format_bytes(static_cast<double>(used(t))) + "/" +
+           limit_string(limit(t));
+  }
+  return out;
+}
+
+std::string BufferResource::describe() const {
+  std::string out;
+  for (MemoryType t : all_memory_types) {
+    if (!is_live(t)) continue;
+    const auto& tier = tiers_[index(t)];
+    out += std::string(to_string(t)) + ": " +
+           (tier.mr ? tier.mr->describe() : "spill files in " + config_.spill_dir) +
+           ", limit " + limit_string(tier.limit) + "\n";
+  }
+  return out;
+}
+
+void BufferResource::check_live(MemoryType t) const {
+  SPILLWAY_EXPECTS(is_live(t), "the " + std::string(to_string(t)) + " tier is not available " +
+                                   (cuda::is_compiled() ? "(no GPU, or disabled by the config)"
+                                                        : "(spillway was built without CUDA)"));
+}
+
+void BufferResource::activate_device() const {
+  if (device_ >= 0) cuda::set_device(device_);
+}
+
+bool BufferResource::try_charge(MemoryType t, std::size_t bytes) noexcept {
+  auto& tier = tiers_[index(t)];
+  std::size_t cur = tier.used.load(std::memory_order_relaxed);
+  do {
+    if (bytes > tier.limit || cur > tier.limit - bytes) return false;
+  } while (!tier.used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel));
+  const std::size_t now = cur + bytes;
+  std::size_t pk = tier.peak.load(std::memory_order_relaxed);
+  while (now > pk && !tier.peak.compare_exchange_weak(pk, now, std::memory_order_relaxed)) {
+  }
+  return true;
+}
+
+void BufferResource::uncharge(MemoryType t, std::size_t bytes) noexcept {
+  tiers_[index(t)].used.fetch_sub(bytes, std::memory_order_acq_rel);
+}
+
+std::optional<MemoryReservation> BufferResource::try_reserve(MemoryType t, std::size_t bytes) {
+  check_live(t);
+  if (!try_charge(t, bytes)) return std::nullopt;
+  return MemoryReservation(this, t, bytes);
+}
+
+std::optional<MemoryReservation> BufferResource::reserve_or_spill(MemoryType t,
+                                                                  std::size_t bytes) {
+  if (bytes > limit(t)) return std::nullopt;
+  for (;;) {
+    if (try_charge(t, bytes)) return MemoryReservation(this, t, bytes);
+    const std::size_t u = used(t);
+    const std::size_t deficit = u + bytes > limit(t) ? u + bytes - limit(t) : 0;
+    const auto t0 = Clock::now();
+    const std::size_t freed = deficit == 0 ? 0 : spill_manager_.spill(t, deficit);
+    if (freed > 0) {
+      statistics_.add("spill-" + std::string(stat_name(t)) + "-freed", static_cast<double>(freed),
+                      seconds_since(t0));
+      continue;
+    }
+    // Nothing could be spilled; another thread may have released memory meanwhile.
+    if (try_charge(t, bytes)) return MemoryReservation(this, t, bytes);
+    return std::nullopt;
+  }
+}
+
+void BufferResource::throw_oom(MemoryType t, std::size_t bytes) const {
+  SPILLWAY_FAIL("cannot reserve " + format_bytes(static_cast<double>(bytes)) + " of " +
+                    std::string(to_string(t)) + " (limit " + limit_string(limit(t)) +
+                    ") even after spilling; usage (used/limit): " + usage(),
+                out_of_memory);
+}
+
+MemoryReservation BufferResource::reserve(MemoryType t, std::size_t bytes) {
+  check_live(t);
+  auto res = reserve_or_spill(t, bytes);
+  if (!res) throw_oom(t, bytes);
+  return std::move(*res);
+}
+
+MemoryReservation BufferResource::reserve_first_fit(std::span<const MemoryType> order,
+                                                    std::size_t bytes) {
+  std::vector<MemoryType> live;
+  for (MemoryType t : order) {
+    if (is_live(t)) live.push_back(t);
+  }
+  SPILLWAY_EXPECTS(!live.empty(), "reserve_first_fit: none of the given tiers is available");
+  for (MemoryType t : live) {
+    if (try_charge(t, bytes)) return MemoryReservation(this, t, bytes);
+  }
+  for (std::size_t i = live.size() > 1 ? 1 : 0; i < live.size(); ++i) {
+    if (auto res = reserve_or_spill(live[i], bytes)) return std::move(*res);
+  }
+  throw_oom(live.back(), bytes);
+}
+
+void BufferResource::take(MemoryReservation& res, std::size_t bytes, MemoryType expected) const {
+  SPILLWAY_EXPECTS(res.br_ == this, "the reservation belongs to another BufferResource");
+  SPILLWAY_EXPECTS(res.type_ == expected, "the reservation is of tier " +
+                                              std::string(to_string(res.type_)) + ", not " +
+                                              std::string(to_string(expected)));
+  SPILLWAY_EXPECTS(bytes <= res.size_,
+                   "an allocation of " + std::to_string(bytes) + " bytes exceeds the " +
+                       std::to_string(res.size_) + " bytes left in the " +
+                       std::string(to_string(res.type_)) + " reservation");
+  res.size_ -= bytes;
+}
+
+std::unique_ptr<Buffer> BufferResource::allocate(MemoryReservation& res, std::size_t bytes,
+                                                 Stream stream) {
+  const MemoryType t = res.mem_type();
+  SPILLWAY_EXPECTS(t != MemoryType::DISK,
+                   "DISK buffers are made by copy or move from another tier, not by allocate");
+  check_live(t);
+  take(res, bytes, t);
+  const auto t0 = Clock::now();
+  void* ptr = nullptr;
+  try {
+    if (t != MemoryType::HOST) activate_device();
+    ptr = tiers_[index(t)].mr->allocate(bytes, stream);
+  } catch (...) {
+    res.size_ += bytes;
+    throw;
+  }
+  statistics_.add("alloc-" + std::string(stat_name(t)), static_cast<double>(bytes),
+                  seconds_since(t0));
+  statistics_.memory_profiler().on_allocate(index(t), bytes);
+  return std::unique_ptr<Buffer>(new Buffer(*this, t, bytes, ptr, stream));
+}
+
+std::unique_ptr<Buffer> BufferResource::allocate(MemoryType t, std::size_t bytes, Stream stream) {
+  auto res = reserve(t, bytes);
+  return allocate(res, bytes, stream);
+}
+
+void BufferResource::free_buffer(Buffer& buf) noexcept {
+  const MemoryType t = buf.type_;
+  if (t == MemoryType::DISK) {
+    if (buf.extent_) spill_files_.release(*buf.extent_);
+  } else {
+    try {
+      if (t != MemoryType::HOST) activate_device();
+    } catch (...) {
+    }
+    tiers_[index(t)].mr->deallocate(buf.ptr_, buf.size_, buf.stream_);
+  }
+  statistics_.memory_profiler().on_deallocate(index(t), buf.size_);
+  uncharge(t, buf.size_);
+}
+
+MemoryReservation BufferResource::staging_reservation(std::size_t bytes) {
+  static constexpr std::array<MemoryType, 2> order{MemoryType::PINNED_HOST, MemoryType::HOST};
+  return reserve_first_fit(order, bytes);
+}
+
+std::unique_ptr<Buffer> BufferResource::copy_to_disk(const Buffer& src, MemoryReservation& res,
+                                                     Stream stream) {
+  const std::size_t n = src.size();
+  take(res, n, MemoryType::DISK);
+  DiskExtent extent;
+  try {
+    extent = spill_files_.allocate(n);
+  } catch (...) {
+    res.size_ += n;
+    throw;
+  }
+  statistics_.memory_profiler().on_allocate(index(MemoryType::DISK), n);
+  // From here the buffer owns the extent and the charge, also if writing throws.
+  std::unique_ptr<Buffer> dst(new Buffer(*this, std::move(extent)));
+  DiskExtent& e = *dst->extent_;
+  if (is_host_accessible(src.mem_type())) {
+    spill_files_.write(e, 0, src.data(), n);
+    return dst;
+  }
+  // DEVICE or DISK source: through two staging halves, the next piece moving while the last
+  // is written.
+  const std::size_t piece = spill_files_.piece_size();
+  const std::size_t chunk =
+      std::min(round_up(n, piece), std::max(piece, config_.staging_size / 2 / piece * piece));
+  auto stage_res = staging_reservation(2 * chunk);
+  auto stage = allocate(stage_res, 2 * chunk, stream);
+  std::array<Event, 2> ready;
+  const std::size_t nchunks = (n + chunk - 1) / chunk;
+  auto fetch = [&](std::size_t i) {
+    const std::size_t len = std::min(chunk, n - i * chunk);
+    std::byte* half = stage->data() + (i % 2) * chunk;
+    if (src.mem_type() == MemoryType::DEVICE) {
+      cuda::memcpy_async(half, src.data() + i * chunk, len, stream);
+      ready[i % 2].record(stream);
+    } else {
+      spill_files_.read(*src.extent_, i * chunk, half, len);
+    }
+  };
+  if (src.mem_type() == MemoryType::DEVICE) activate_device();
+  for (std::size_t i = 0; i < nchunks; ++i) {
+    fetch(i);
+    if (i > 0) {
+      ready[(i - 1) % 2].synchronize();
+      spill_files_.write(e, (i - 1) * chunk, stage->data() + ((i - 1) % 2) * chunk, chunk);
+    }
+  }
+  const std::size_t last = nchunks - 1;
+  ready[last % 2].synchronize();
+  spill_files_.write(e, last * chunk, stage->data() + (last % 2) * chunk, n - last * chunk);
+  return dst;
+}
+
+void BufferResource::copy_from_disk(const Buffer& src, Buffer& dst, Stream stream) {
+  const std::size_t n = src.size();
+  if (is_host_accessible(dst.mem_type())) {
+    spill_files_.read(*src.extent_, 0, dst.data(), n);
+    return;
+  }
+  // DEVICE destination: read a piece into one staging half while the other is copied up.
+  activate_device();
+  const std::size_t piece = spill_files_.piece_size();
+  const std::size_t chunk =
+      std::min(round_up(n, piece), std::max(piece, config_.staging_size / 2 / piece * piece));
+  auto stage_res = staging_reservation(2 * chunk);
+  auto stage = allocate(stage_res, 2 * chunk, stream);
+  std::array<Event, 2> done;
+  const std::size_t nchunks = (n + chunk - 1) / chunk;
+  for (std::size_t i = 0; i < nchunks; ++i) {
+    const std::size_t len = std::min(chunk, n - i * chunk);
+    std::byte* half = stage->data() + (i % 2) * chunk;
+    done[i % 2].synchronize();  // the upload that last used this half has finished
+    spill_files_.read(*src.extent_, i * chunk, half, len);
+    cuda::memcpy_async(dst.data() + i * chunk, half, len, stream);
+    done[i % 2].record(stream);
+  }
+  // The staging buffer is freed when this returns, so the uploads must be complete.
+  done[0].synchronize();
+  done[1].synchronize();
+}
+
+std::unique_ptr<Buffer> BufferResource::copy(const Buffer& src, MemoryReservation& res,
+                                             Stream stream) {
+  const MemoryType from = src.mem_type();
+  const MemoryType to = res.mem_type();
+  check_live(to);
+  src.wait();
+  const std::size_t n = src.size();
+  const auto t0 = Clock::now();
+  std::unique_ptr<Buffer> dst;
+  if (to == MemoryType::DISK) {
+    dst = copy_to_disk(src, res, stream);
+  } else {
+    dst = allocate(res, n, stream);
+    if (from == MemoryType::DISK) {
+      copy_from_disk(src, *dst, stream);
+    } else if (n > 0 && (from == MemoryType::DEVICE || to == MemoryType::DEVICE)) {
+      activate_device();
+      Event start;
+      start.record(stream);
+      cuda::memcpy_async(dst->data(), src.data(), n, stream);
+      dst->set_pending(stream, std::move(start), copy_stat(from, to));
+      return dst;
+    } else if (n > 0) {
+      std::memcpy(dst->data(), src.data(), n);
+    }
+  }
+  statistics_.add(copy_stat(from, to), static_cast<double>(n), seconds_since(t0));
+  return dst;
+}
+
+std::unique_ptr<Buffer> BufferResource::move(std::unique_ptr<Buffer> buf, MemoryReservation& res,
+                                             Stream stream) {
+  SPILLWAY_EXPECTS(buf != nullptr, "move of a null buffer");
+  if (buf->mem_type() == res.mem_type()) return buf;
+  auto dst = copy(*buf, res, stream);
+  dst->wait();  // the source may be freed only after the copy has read it
+  return dst;
+}
+
+std::unique_ptr<Buffer> BufferResource::move(std::unique_ptr<Buffer> buf, MemoryType t,
+                                             Stream stream) {
+  SPILLWAY_EXPECTS(buf != nullptr, "move of a null buffer");
+  if (buf->mem_type() == t) return buf;
+  auto res = reserve(t, buf->size());
+  return move(std::move(buf), res, stream);
+}
+
+bool BufferResource::spill_down(std::unique_ptr<Buffer>& buf, Stream stream) {
+  SPILLWAY_EXPECTS(buf != nullptr, "spill of a null buffer");
+  const MemoryType from = buf->mem_type();
+  std::vector<MemoryType> targets;
+  for (MemoryType t : spill_targets(from)) {
+    if (is_live(t)) targets.push_back(t);
+  }
+  std::optional<MemoryReservation> res;
+  for (MemoryType t : targets) {
+    if ((res = try_reserve(t, buf->size()))) break;
+  }
+  // Cascade: make room in a lower tier by spilling it (but not the first target of a DEVICE
+  // buffer, the small pinned pool, when a larger tier follows).
+  for (std::size_t i = targets.size() > 1 ? 1 : 0; !res && i < targets.size(); ++i) {
+    res = reserve_or_spill(targets[i], buf->size());
+  }
+  if (!res) return false;
+  const MemoryType to = res->mem_type();
+  const auto t0 = Clock::now();
+  buf = move(std::move(buf), *res, stream.handle() != nullptr ? stream : this->stream());
+  statistics_.add("spill-" + std::string(stat_name(from)) + "-to-" + std::string(stat_name(to)),
+                  static_cast<double>(buf->size()), seconds_since(t0));
+  return true;
+}
+
+}  // namespace spillway

@@ -1,0 +1,45 @@
+#include <spillway/memory/pinned_memory_resource.hpp>
+
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/core/logging.hpp>
+
+namespace spillway {
+
+PinnedMemoryResource::PinnedMemoryResource(std::size_t reserve_bytes) {
+  SPILLWAY_EXPECTS(cuda::is_available(), "pinned host memory needs CUDA and a GPU");
+  try {
+    pool_ = cuda::pool_create(/*pinned_host=*/true, reserve_bytes);
+  } catch (const cuda_error& e) {
+    SPILLWAY_LOG(info, "pinned host pool unavailable, using cudaMallocHost: " << e.what());
+    pool_ = nullptr;
+  }
+}
+
+PinnedMemoryResource::~PinnedMemoryResource() {
+  if (pool_ != nullptr) cuda::pool_destroy(pool_);
+}
+
+std::string PinnedMemoryResource::describe() const {
+  return pool_ != nullptr ? "pinned host cudaMemPool" : "cudaMallocHost";
+}
+
+void* PinnedMemoryResource::do_allocate(std::size_t bytes, Stream stream) {
+  if (pool_ == nullptr) return cuda::malloc_pinned(bytes);
+  void* p = cuda::pool_malloc(pool_, bytes, stream);
+  // The host may touch the bytes as soon as this returns, so the stream-ordered allocation
+  // must have happened.
+  cuda::stream_synchronize(stream);
+  return p;
+}
+
+void PinnedMemoryResource::do_deallocate(void* ptr, std::size_t /*bytes*/,
+                                         Stream stream) noexcept {
+  if (pool_ == nullptr) {
+    cuda::free_pinned(ptr);
+  } else {
+    cuda::pool_free(ptr, stream);
+  }
+}
+
+}  // namespace spillway

@@ -1,0 +1,109 @@
+#include <spillway/stats/statistics.hpp>
+
+#include <spillway/core/units.hpp>
+
+#include <cstdio>
+
+namespace spillway {
+
+std::string json_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+void Statistics::add(std::string_view name, double bytes, double seconds) {
+  if (!enabled_) return;
+  std::lock_guard lock(mutex_);
+  auto it = stats_.find(name);
+  if (it == stats_.end()) it = stats_.emplace(std::string(name), Stat{}).first;
+  it->second.count += 1;
+  it->second.bytes += bytes;
+  it->second.seconds += seconds;
+}
+
+std::optional<Statistics::Stat> Statistics::get(std::string_view name) const {
+  std::lock_guard lock(mutex_);
+  auto it = stats_.find(name);
+  if (it == stats_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::map<std::string, Statistics::Stat, std::less<>> Statistics::snapshot() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Statistics::clear() {
+  std::lock_guard lock(mutex_);
+  stats_.clear();
+}
+
+std::string Statistics::report(std::string_view header) const {
+  std::string out(header);
+  out += "\n";
+  if (!enabled_) return out + " - statistics are disabled\n";
+  for (const auto& [name, s] : snapshot()) {
+    out += " - " + name + ": ";
+    if (s.bytes > 0 && s.seconds > 0) {
+      out += format_bytes(s.bytes) + " | " + format_duration(s.seconds) + " | " +
+             format_bytes(s.bytes / s.seconds) + "/s";
+    } else if (s.bytes > 0) {
+      out += format_bytes(s.bytes);
+    } else if (s.seconds > 0) {
+      out += format_duration(s.seconds);
+    } else {
+      out += std::to_string(s.count);
+    }
+    out += " (" + std::to_string(s.count) + (s.count == 1 ? " call)" : " calls)") + "\n";
+  }
+  return out;
+}
+
+std::string Statistics::to_json() const {
+  std::string out = "{\"stats\":{";
+  bool first = true;
+  char num[64];
+  for (const auto& [name, s] : snapshot()) {
+    out += first ? "" : ",";
+    first = false;
+    out += "\"" + json_escape(name) + "\":{\"count\":" + std::to_string(s.count);
+    std::snprintf(num, sizeof(num), ",\"bytes\":%.0f", s.bytes);
+    out += num;
+    std::snprintf(num, sizeof(num), ",\"seconds\":%.9g}", s.seconds);
+    out += num;
+  }
+  out += "},\"memory_profile\":{";
+  static constexpr const char* tiers[] = {"device", "pinned_host", "host", "disk"};
+  for (std::size_t t = 0; t < MemoryProfiler::num_tiers; ++t) {
+    if (t > 0) out += ',';
+    out += '"';
+    out += tiers[t];
+    out += "\":";
+    out += profiler_.to_json(t);
+  }
+  return out + "}}";
+}
+
+}  // namespace spillway

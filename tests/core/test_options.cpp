@@ -1,0 +1,102 @@
+#include <spillway/core/error.hpp>
+#include <spillway/core/options.hpp>
+#include <spillway/core/units.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+using namespace spillway;
+
+namespace {
+/// Sets environment variables for one test and restores the settings afterwards.
+class EnvGuard {
+ public:
+  ~EnvGuard() {
+    for (const auto& n : names_) ::unsetenv(n.c_str());
+    options::reload_from_environment();
+  }
+  void set(const std::string& name, const std::string& value) {
+    names_.push_back(name);
+    ::setenv(name.c_str(), value.c_str(), 1);
+  }
+
+ private:
+  std::vector<std::string> names_;
+};
+}  // namespace
+
+TEST(Options, DefaultsAreSane) {
+  OptionsGuard guard;
+  options::reload_from_environment();
+  const auto o = options::get();
+  EXPECT_FALSE(o.spill_dir.empty());
+  EXPECT_TRUE(o.host_limit.is_unlimited());
+  EXPECT_TRUE(o.disk_limit.is_unlimited());
+  EXPECT_EQ(o.device_allocator, DeviceAllocator::async);
+  EXPECT_GE(o.io_threads, 1u);
+  EXPECT_EQ(o.spill_task_size, 8 * MiB);
+}
+
+TEST(Options, EnvironmentIsRead) {
+  OptionsGuard guard;
+  EnvGuard env;
+  env.set("SPILLWAY_HOST_LIMIT", "64MiB");
+  env.set("SPILLWAY_DEVICE_LIMIT", "80%");
+  env.set("SPILLWAY_DEVICE_ALLOCATOR", "pool");
+  env.set("SPILLWAY_SPILL_DIR", "/var/tmp");
+  env.set("SPILLWAY_IO_THREADS", "3");
+  env.set("SPILLWAY_PINNED_POOL", "0");
+  options::reload_from_environment();
+  const auto o = options::get();
+  EXPECT_EQ(o.host_limit, Limit::bytes(64 * MiB));
+  EXPECT_EQ(o.device_limit, Limit::fraction(0.8));
+  EXPECT_EQ(o.device_allocator, DeviceAllocator::pool);
+  EXPECT_EQ(o.spill_dir, "/var/tmp");
+  EXPECT_EQ(o.io_threads, 3u);
+  EXPECT_FALSE(o.pinned_pool);
+}
+
+TEST(Options, BadEnvironmentNamesTheVariable) {
+  OptionsGuard guard;
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, std::string>>{{"SPILLWAY_HOST_LIMIT", "lots"},
+                                                        {"SPILLWAY_DEVICE_ALLOCATOR", "magic"},
+                                                        {"SPILLWAY_PINNED_POOL", "yes"},
+                                                        {"SPILLWAY_LOG_LEVEL", "loud"},
+                                                        {"SPILLWAY_IO_THREADS", "0"}}) {
+    EnvGuard env;
+    env.set(name, value);
+    try {
+      options::reload_from_environment();
+      ADD_FAILURE() << name << "=" << value << " was accepted";
+    } catch (const logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Options, SettersAndGuardRestore) {
+  const auto before = options::get();
+  {
+    OptionsGuard guard;
+    options::set_host_limit(Limit::bytes(MiB));
+    options::set_spill_dir("/somewhere");
+    options::set_device_allocator(DeviceAllocator::cuda);
+    EXPECT_EQ(options::get().host_limit, Limit::bytes(MiB));
+    EXPECT_EQ(options::get().spill_dir, "/somewhere");
+    EXPECT_THROW(options::set_io_threads(0), logic_error);
+    EXPECT_THROW(options::set_spill_dir(""), logic_error);
+  }
+  EXPECT_EQ(options::get().host_limit, before.host_limit);
+  EXPECT_EQ(options::get().spill_dir, before.spill_dir);
+  EXPECT_EQ(options::get().device_allocator, before.device_allocator);
+}
+
+TEST(Options, ParseDeviceAllocator) {
+  EXPECT_EQ(parse_device_allocator("cuda"), DeviceAllocator::cuda);
+  EXPECT_EQ(parse_device_allocator("async"), DeviceAllocator::async);
+  EXPECT_EQ(parse_device_allocator("pool"), DeviceAllocator::pool);
+  EXPECT_THROW((void)parse_device_allocator("rmm"), logic_error);
+  EXPECT_STREQ(to_string(DeviceAllocator::pool), "pool");
+}

@@ -1,0 +1,231 @@
+// Conformance suite typed over every memory tier: allocation, copies to and from every other
+// tier with contents verified, limits, reservations, concurrent use.
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/memory/buffer_resource.hpp>
+
+#include "common.hpp"
+
+#include <atomic>
+#include <thread>
+
+using namespace spillway;
+using test::TempDir;
+
+template <MemoryType T>
+struct Tier {
+  static constexpr MemoryType value = T;
+};
+
+template <typename TierT>
+class TierConformance : public ::testing::Test {
+ protected:
+  static constexpr MemoryType tier = TierT::value;
+  TempDir dir_;
+};
+
+using AllTiers = ::testing::Types<Tier<MemoryType::DEVICE>, Tier<MemoryType::PINNED_HOST>,
+                                  Tier<MemoryType::HOST>, Tier<MemoryType::DISK>>;
+struct TierName {
+  template <typename T>
+  static std::string GetName(int) {
+    return std::string(to_string(T::value));
+  }
+};
+TYPED_TEST_SUITE(TierConformance, AllTiers, TierName);
+
+TYPED_TEST(TierConformance, ReserveAndAllocate) {
+  BufferResource br(test::small_config(this->dir_.path()));
+  constexpr MemoryType t = TestFixture::tier;
+  SPILLWAY_SKIP_UNLESS_LIVE(br, t);
+  auto res = br.reserve(t, MiB);
+  EXPECT_EQ(res.size(), MiB);
+  EXPECT_EQ(res.mem_type(), t);
+  EXPECT_EQ(br.used(t), MiB);
+  if (t == MemoryType::DISK) {
+    EXPECT_THROW((void)br.allocate(res, 10), logic_error);  // DISK buffers come from copies
+    return;
+  }
+  auto a = br.allocate(res, 300 * KiB);
+  auto b = br.allocate(res, 700 * KiB);
+  auto z = br.allocate(res, 0);
+  EXPECT_EQ(res.size(), 1 * MiB - 1000 * KiB);
+  EXPECT_EQ(a->mem_type(), t);
+  EXPECT_EQ(a->size(), 300 * KiB);
+  EXPECT_NE(a->data(), nullptr);
+  EXPECT_EQ(z->size(), 0u);
+  EXPECT_THROW((void)br.allocate(res, MiB), logic_error);  // more than is left
+  EXPECT_EQ(br.used(t), MiB);
+  res.release();
+  EXPECT_EQ(br.used(t), 1000 * KiB);
+  a.reset();
+  b.reset();
+  EXPECT_EQ(br.used(t), 0u);
+  const auto st = br.statistics().get("alloc-" + std::string(stat_name(t)));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_DOUBLE_EQ(st->bytes, 1000.0 * KiB);
+}
+
+TYPED_TEST(TierConformance, CopyToAndFromEveryTierKeepsContents) {
+  BufferResource br(test::small_config(this->dir_.path()));
+  constexpr MemoryType from = TestFixture::tier;
+  SPILLWAY_SKIP_UNLESS_LIVE(br, from);
+  // Sizes that cross piece (64 KiB) and staging (128 KiB halves) boundaries, and odd tails.
+  for (std::size_t n : {std::size_t{1}, std::size_t{4095}, 64 * KiB, 300 * KiB + 7, 3 * MiB + 1}) {
+    for (MemoryType to : all_memory_types) {
+      if (!br.is_live(to)) continue;
+      const std::uint64_t seed = n * 31 + index(from) * 7 + index(to);
+      auto src = test::make_in(br, from, n, seed);
+      ASSERT_EQ(src->mem_type(), from);
+      auto res = br.reserve(to, n);
+      auto dst = br.copy(*src, res, br.stream());
+      ASSERT_EQ(dst->mem_type(), to);
+      ASSERT_EQ(dst->size(), n);
+      dst->wait();
+      EXPECT_EQ(test::verify(br, *dst, seed), n)
+          << to_string(from) << " -> " << to_string(to) << " n=" << n;
+      EXPECT_EQ(test::verify(br, *src, seed), n) << "source changed by the copy";
+    }
+  }
+  for (MemoryType t : all_memory_types) EXPECT_EQ(br.used(t), 0u) << to_string(t);
+}
+
+TYPED_TEST(TierConformance, MoveReleasesTheSource) {
+  BufferResource br(test::small_config(this->dir_.path()));
+  constexpr MemoryType from = TestFixture::tier;
+  SPILLWAY_SKIP_UNLESS_LIVE(br, from);
+  for (MemoryType to : all_memory_types) {
+    if (!br.is_live(to) || to == from) continue;
+    auto buf = test::make_in(br, from, 500 * KiB, 9);
+    const std::size_t before = br.used(from);
+    buf = br.move(std::move(buf), to);
+    EXPECT_EQ(buf->mem_type(), to);
+    EXPECT_EQ(br.used(from), before - 500 * KiB);
+    EXPECT_EQ(br.used(to), 500 * KiB);
+    EXPECT_EQ(test::verify(br, *buf, 9), 500 * KiB);
+  }
+}
+
+TYPED_TEST(TierConformance, LimitIsHard) {
+  auto cfg = test::small_config(this->dir_.path());
+  constexpr MemoryType t = TestFixture::tier;
+  cfg.limits[index(t)] = Limit::bytes(4 * MiB);
+  BufferResource br(cfg);
+  SPILLWAY_SKIP_UNLESS_LIVE(br, t);
+  EXPECT_EQ(br.limit(t), 4 * MiB);
+  auto r1 = br.reserve(t, 3 * MiB);
+  EXPECT_FALSE(br.try_reserve(t, 2 * MiB).has_value());
+  try {
+    (void)br.reserve(t, 2 * MiB);  // nothing is spillable: out of memory
+    FAIL() << "reserved past the limit";
+  } catch (const out_of_memory& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(std::string(to_string(t)) + " 3.00 MiB/4.00 MiB"), std::string::npos)
+        << msg;
+  }
+  EXPECT_THROW((void)br.reserve(t, 5 * MiB), out_of_memory);  // larger than the limit
+  auto r2 = br.reserve(t, MiB);                                // exactly to the limit
+  EXPECT_EQ(br.used(t), 4 * MiB);
+  EXPECT_EQ(br.available(t), 0u);
+  EXPECT_LE(br.peak(t), br.limit(t));
+}
+
+TYPED_TEST(TierConformance, ReservationsReturnOnDestructionAndMove) {
+  BufferResource br(test::small_config(this->dir_.path()));
+  constexpr MemoryType t = TestFixture::tier;
+  SPILLWAY_SKIP_UNLESS_LIVE(br, t);
+  {
+    auto r = br.reserve(t, 123);
+    EXPECT_EQ(br.used(t), 123u);
+    MemoryReservation moved = std::move(r);
+    EXPECT_EQ(r.size(), 0u);  // NOLINT(bugprone-use-after-move)
+    EXPECT_EQ(moved.size(), 123u);
+    EXPECT_EQ(br.used(t), 123u);
+    MemoryReservation other = br.reserve(t, 7);
+    other = std::move(moved);  // other's 7 bytes go back
+    EXPECT_EQ(br.used(t), 123u);
+  }
+  EXPECT_EQ(br.used(t), 0u);
+  EXPECT_EQ(br.peak(t), 130u);
+}
+
+TYPED_TEST(TierConformance, ConcurrentUseStaysUnderTheLimit) {
+  auto cfg = test::small_config(this->dir_.path());
+  constexpr MemoryType t = TestFixture::tier;
+  cfg.limits[index(t)] = Limit::bytes(6 * MiB);
+  BufferResource br(cfg);
+  SPILLWAY_SKIP_UNLESS_LIVE(br, t);
+  std::atomic<int> failures{0};
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 4; ++th) {
+    threads.emplace_back([&, th] {
+      OwningStream stream;
+      for (int i = 0; i < 20; ++i) {
+        const std::size_t n = (1 + (th + i) % 3) * 256 * KiB + 17;
+        const std::uint64_t seed = static_cast<std::uint64_t>(th * 1000 + i);
+        auto res = br.try_reserve(t, n);
+        // Another thread may hold the memory: allowed, never over the limit.
+        if (!res) continue;
+        auto src_res = br.try_reserve(MemoryType::HOST, n);
+        if (!src_res) continue;
+        auto src = br.allocate(*src_res, n);
+        test::fill_pattern(src->data(), n, seed);
+        auto dst = br.copy(*src, *res, stream);
+        dst->wait();
+        if (test::verify(br, *dst, seed) != n) failures.fetch_add(1);
+        done.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GT(done.load(), 0);
+  EXPECT_LE(br.peak(t), br.limit(t));
+  EXPECT_EQ(br.used(t), 0u);
+}
+
+TEST(BufferResource, AbsentTiersAreAClearError) {
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.use_gpu = false;
+  BufferResource br(cfg);
+  EXPECT_FALSE(br.is_live(MemoryType::DEVICE));
+  EXPECT_FALSE(br.is_live(MemoryType::PINNED_HOST));
+  EXPECT_EQ(br.top_tier(), MemoryType::HOST);
+  try {
+    (void)br.reserve(MemoryType::DEVICE, 1);
+    FAIL();
+  } catch (const logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("DEVICE tier is not available"), std::string::npos);
+  }
+  auto buf = test::make_host(br, 10, 1);
+  EXPECT_THROW((void)br.move(std::move(buf), MemoryType::PINNED_HOST), logic_error);
+}
+
+TEST(BufferResource, FractionLimitsResolveAgainstCapacity) {
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.limits[index(MemoryType::HOST)] = Limit::fraction(0.5);
+  cfg.limits[index(MemoryType::DISK)] = Limit::fraction(0.25);
+  BufferResource br(cfg);
+  EXPECT_GT(br.capacity(MemoryType::HOST), 0u);
+  EXPECT_EQ(br.limit(MemoryType::HOST), br.capacity(MemoryType::HOST) / 2);
+  EXPECT_NEAR(static_cast<double>(br.limit(MemoryType::DISK)),
+              static_cast<double>(br.capacity(MemoryType::DISK)) / 4, 1.0);
+}
+
+TEST(BufferResource, ReserveFirstFitLandsLowerWithoutEvicting) {
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(MiB);
+  BufferResource br(cfg);
+  auto hog = br.reserve(MemoryType::HOST, MiB);  // HOST full
+  const std::array<MemoryType, 2> order{MemoryType::HOST, MemoryType::DISK};
+  auto r = br.reserve_first_fit(order, 512 * KiB);
+  EXPECT_EQ(r.mem_type(), MemoryType::DISK);
+  EXPECT_FALSE(br.statistics().get("spill-host-freed").has_value());
+  hog.release();
+  auto r2 = br.reserve_first_fit(order, 512 * KiB);
+  EXPECT_EQ(r2.mem_type(), MemoryType::HOST);
+}

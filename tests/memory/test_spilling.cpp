@@ -1,0 +1,234 @@
+// Spilling under tiny limits: everything comes back intact, limits hold, errors are clear, and
+// no spill file outlives its owner.
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/memory/buffer_resource.hpp>
+#include <spillway/memory/spillable_store.hpp>
+
+#include "common.hpp"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <climits>
+#include <thread>
+
+using namespace spillway;
+using test::TempDir;
+
+namespace {
+
+/// Inserts `count` buffers of `size` bytes of tier `t` from `threads` threads, then extracts
+/// all to `back` and checks every byte. Returns the keys' seeds check count.
+void fill_and_check(BufferResource& br, SpillableStore& store, MemoryType t, int count,
+                    std::size_t size, int threads, MemoryType back) {
+  std::vector<std::pair<SpillableStore::Key, std::uint64_t>> keys(count);
+  std::atomic<int> next{0};
+  std::vector<std::thread> ts;
+  for (int th = 0; th < threads; ++th) {
+    ts.emplace_back([&] {
+      OwningStream stream;
+      for (int i = next.fetch_add(1); i < count; i = next.fetch_add(1)) {
+        const auto seed = static_cast<std::uint64_t>(i) * 7919 + 1;
+        auto host = test::make_host(br, size, seed);
+        auto buf = (t == MemoryType::HOST) ? std::move(host) : br.move(std::move(host), t, stream);
+        keys[i] = {store.insert(std::move(buf)), seed};
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  EXPECT_EQ(store.size(), static_cast<std::size_t>(count));
+  for (const auto& [key, seed] : keys) {
+    auto buf = store.extract(key, back);
+    ASSERT_EQ(buf->mem_type(), back);
+    ASSERT_EQ(test::verify(br, *buf, seed), size) << "buffer " << key << " came back changed";
+  }
+}
+
+}  // namespace
+
+class HostSpill : public ::testing::TestWithParam<int> {};
+
+TEST_P(HostSpill, HostLimitFarBelowTheDataSpillsToDiskAndBack) {
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.use_gpu = false;
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(3 * MiB);
+  BufferResource br(cfg);
+  SpillableStore store(br);
+  // 48 MiB of data through a 3 MiB host limit.
+  fill_and_check(br, store, MemoryType::HOST, 96, 512 * KiB, GetParam(), MemoryType::HOST);
+  EXPECT_LE(br.peak(MemoryType::HOST), 3 * MiB);
+  const auto spilled = br.statistics().get("spill-host-to-disk");
+  ASSERT_TRUE(spilled.has_value());
+  EXPECT_GE(spilled->bytes, 40.0 * MiB);
+  EXPECT_EQ(br.used(MemoryType::HOST), 0u);
+  EXPECT_EQ(br.used(MemoryType::DISK), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, HostSpill, ::testing::Values(1, 2, 4));
+
+TEST(Spilling, ZeroDiskLimitGivesTheDocumentedError) {
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.use_gpu = false;
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(2 * MiB);
+  cfg.limits[index(MemoryType::DISK)] = Limit::bytes(0);
+  BufferResource br(cfg);
+  SpillableStore store(br);
+  store.insert(test::make_host(br, MiB, 1));
+  store.insert(test::make_host(br, MiB, 2));
+  try {
+    (void)test::make_host(br, MiB, 3);
+    FAIL() << "reserved past the host limit with no disk";
+  } catch (const out_of_memory& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("cannot reserve 1.00 MiB of HOST"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("HOST 2.00 MiB/2.00 MiB"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("DISK 0 B/0 B"), std::string::npos) << msg;
+  }
+  // Nothing was lost: both buffers are still there and intact.
+  for (auto key : store.keys()) {
+    auto buf = store.extract(key);
+    EXPECT_EQ(test::verify(br, *buf, key + 1), MiB);
+  }
+}
+
+TEST(Spilling, DiskLimitIsHardToo) {
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.use_gpu = false;
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(2 * MiB);
+  cfg.limits[index(MemoryType::DISK)] = Limit::bytes(3 * MiB);
+  BufferResource br(cfg);
+  SpillableStore store(br);
+  int inserted = 0;
+  EXPECT_THROW(
+      {
+        for (; inserted < 20; ++inserted) store.insert(test::make_host(br, MiB, inserted));
+      },
+      out_of_memory);
+  EXPECT_EQ(inserted, 5);  // 2 MiB host + 3 MiB disk
+  EXPECT_LE(br.peak(MemoryType::DISK), 3 * MiB);
+  EXPECT_LE(br.peak(MemoryType::HOST), 2 * MiB);
+}
+
+TEST(Spilling, CorruptedSpillFileIsDetected) {
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.use_gpu = false;
+  BufferResource br(cfg);
+  auto buf = br.move(test::make_host(br, 300 * KiB, 5), MemoryType::DISK);
+  const DiskExtent* e = buf->disk_extent();
+  ASSERT_NE(e, nullptr);
+  const char garbage[] = "not the spilled bytes";
+  ASSERT_EQ(::pwrite(e->file->handle.fd(), garbage, sizeof(garbage),
+                     static_cast<off_t>(e->offset + 200 * KiB)),
+            static_cast<ssize_t>(sizeof(garbage)));
+  try {
+    (void)br.move(std::move(buf), MemoryType::HOST);
+    FAIL() << "corruption went unnoticed";
+  } catch (const io_error& err) {
+    const std::string msg = err.what();
+    EXPECT_NE(msg.find("checksum mismatch"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("offset " + std::to_string(e->offset + 192 * KiB)), std::string::npos)
+        << msg;
+  }
+}
+
+TEST(Spilling, SpillDirectoryIsPrivateAndLeavesNothingBehind) {
+  TempDir dir;
+  {
+    auto cfg = test::small_config(dir.path());
+    cfg.use_gpu = false;
+    BufferResource br(cfg);
+    auto a = br.move(test::make_host(br, MiB, 1), MemoryType::DISK);
+    auto b = br.move(test::make_host(br, 5 * MiB, 2), MemoryType::DISK);  // a second file
+    const std::string priv = br.spill_files().directory();
+    ASSERT_FALSE(priv.empty());
+    struct stat st {};
+    ASSERT_EQ(::stat(priv.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    // Spill files are unnamed (or unlinked at once): nobody can open them by name.
+    EXPECT_EQ(dir.entries(), std::vector<std::string>({priv}));
+    EXPECT_EQ(test::verify(br, *b, 2), 5 * MiB);
+  }
+  EXPECT_TRUE(dir.entries().empty()) << "left behind: " << dir.entries().front();
+}
+
+TEST(Spilling, NothingLeftAfterACrashingProcess) {
+  TempDir dir;
+  char self[PATH_MAX] = {};
+  ASSERT_GT(::readlink("/proc/self/exe", self, sizeof(self) - 1), 0);
+  std::string helper = self;
+  helper = helper.substr(0, helper.rfind('/')) + "/spill_crash_helper";
+  ASSERT_EQ(::access(helper.c_str(), X_OK), 0) << helper;
+  for (const char* mode : {"throw", "exit"}) {
+    const std::string cmd = "'" + helper + "' '" + dir.path() + "' " + mode + " 2>/dev/null";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status) || WIFSIGNALED(status));
+    if (std::string(mode) == "throw") {
+      EXPECT_TRUE(WIFSIGNALED(status) || WEXITSTATUS(status) != 0) << "the helper should die";
+    } else {
+      EXPECT_EQ(WEXITSTATUS(status), 3);
+    }
+    EXPECT_TRUE(dir.entries().empty()) << mode << ": left behind " << dir.entries().front();
+  }
+  // A killed process leaves an empty private directory; the next resource removes it.
+  const std::string cmd = "'" + helper + "' '" + dir.path() + "' kill 2>/dev/null";
+  (void)std::system(cmd.c_str());
+  auto cfg = test::small_config(dir.path());
+  cfg.use_gpu = false;
+  BufferResource br(cfg);
+  auto buf = br.move(test::make_host(br, 10, 1), MemoryType::DISK);
+  EXPECT_EQ(dir.entries().size(), 1u) << "stale directory was not removed";
+}
+
+TEST(Spilling, SpillFunctionsRunByPriority) {
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.use_gpu = false;
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(4 * MiB);
+  BufferResource br(cfg);
+  SpillableStore low(br, 0);
+  SpillableStore high(br, 5);
+  low.insert(test::make_host(br, MiB, 1));
+  low.insert(test::make_host(br, MiB, 2));
+  high.insert(test::make_host(br, MiB, 3));
+  high.insert(test::make_host(br, MiB, 4));
+  auto extra = test::make_host(br, MiB, 5);  // needs 1 MiB: taken from the high-priority store
+  EXPECT_EQ(high.bytes_in(MemoryType::DISK), MiB);
+  EXPECT_EQ(low.bytes_in(MemoryType::DISK), 0u);
+}
+
+TEST(Spilling, DeviceCascadesThroughEveryTier) {
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.limits[index(MemoryType::DEVICE)] = Limit::bytes(4 * MiB);
+  cfg.limits[index(MemoryType::PINNED_HOST)] = Limit::bytes(4 * MiB);
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(8 * MiB);  // + room for the test's copies
+  BufferResource br(cfg);
+  SPILLWAY_SKIP_UNLESS_LIVE(br, MemoryType::DEVICE);
+  SpillableStore store(br);
+  fill_and_check(br, store, MemoryType::DEVICE, 40, 512 * KiB, 3, MemoryType::DEVICE);
+  EXPECT_LE(br.peak(MemoryType::DEVICE), 4 * MiB);
+  EXPECT_LE(br.peak(MemoryType::PINNED_HOST), 4 * MiB);
+  EXPECT_LE(br.peak(MemoryType::HOST), 8 * MiB);
+  EXPECT_TRUE(br.statistics().get("spill-device-to-pinned_host").has_value());
+  EXPECT_TRUE(br.statistics().get("copy-disk-to-device").has_value() ||
+              br.statistics().get("copy-host-to-device").has_value());
+  for (MemoryType t : all_memory_types) EXPECT_EQ(br.used(t), 0u) << to_string(t);
+}
+
+TEST(Spilling, DeviceToDiskDirectlyAndBack) {
+  TempDir dir;
+  BufferResource br(test::small_config(dir.path()));
+  SPILLWAY_SKIP_UNLESS_LIVE(br, MemoryType::DEVICE);
+  auto dev = test::make_in(br, MemoryType::DEVICE, 5 * MiB + 3, 77);
+  auto disk = br.move(std::move(dev), MemoryType::DISK);
+  EXPECT_EQ(disk->mem_type(), MemoryType::DISK);
+  auto back = br.move(std::move(disk), MemoryType::DEVICE);
+  EXPECT_EQ(test::verify(br, *back, 77), 5 * MiB + 3);
+}

@@ -1,0 +1,56 @@
+#include <spillway/core/units.hpp>
+#include <spillway/stats/statistics.hpp>
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+using namespace spillway;
+
+TEST(Statistics, AccumulatesAndReportsLikeRapidsMPF) {
+  Statistics s;
+  s.add("copy-device-to-pinned_host", 2.0 * GiB, 0.1);
+  s.add("copy-device-to-pinned_host", 2.0 * GiB, 0.1);
+  s.add_bytes("recv-into-host-memory", 5 * MiB);
+  s.add_count("spill-calls");
+  const auto st = s.get("copy-device-to-pinned_host");
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->count, 2u);
+  EXPECT_DOUBLE_EQ(st->bytes, 4.0 * GiB);
+  EXPECT_DOUBLE_EQ(st->seconds, 0.2);
+  EXPECT_FALSE(s.get("nothing").has_value());
+  const std::string r = s.report();
+  EXPECT_NE(r.find("copy-device-to-pinned_host: 4.00 GiB | 200.00 ms | 20.00 GiB/s"),
+            std::string::npos)
+      << r;
+  EXPECT_NE(r.find("recv-into-host-memory: 5.00 MiB"), std::string::npos) << r;
+}
+
+TEST(Statistics, Json) {
+  Statistics s;
+  s.add("a\"b", 10, 0.5);
+  const std::string j = s.to_json();
+  EXPECT_NE(j.find(R"("a\"b":{"count":1,"bytes":10,"seconds":0.5})"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"memory_profile\""), std::string::npos);
+}
+
+TEST(Statistics, DisabledIsANoOp) {
+  Statistics s(false);
+  s.add("x", 1, 1);
+  EXPECT_FALSE(s.get("x").has_value());
+  EXPECT_NE(s.report().find("disabled"), std::string::npos);
+}
+
+TEST(Statistics, ConcurrentAdds) {
+  Statistics s;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) s.add("n", 1, 0);
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(s.get("n")->count, 4000u);
+  EXPECT_DOUBLE_EQ(s.get("n")->bytes, 4000.0);
+}
