@@ -111,12 +111,12 @@ inline std::size_t verify(BufferResource& br, const Buffer& buf, std::uint64_t s
   return check_pattern(host->data(), host->size(), seed);
 }
 
-#define SPILLWAY_SKIP_UNLESS_LIVE(br, tier)                                           \
-  do {                                                                                \
-    if (!(br).is_live(tier)) {                                                        \
-      GTEST_SKIP() << ::spillway::to_string(tier) << " tier not available here "      \
-                   << "(no GPU or CPU-only build)";                                   \
-    }                                                                                 \
+#define SPILLWAY_SKIP_UNLESS_LIVE(br, tier)                                      \
+  do {                                                                           \
+    if (!(br).is_live(tier)) {                                                   \
+      GTEST_SKIP() << ::spillway::to_string(tier) << " tier not available here " \
+                   << "(no GPU or CPU-only build)";                              \
+    }                                                                            \
   } while (0)
 
 }  // namespace spillway::test

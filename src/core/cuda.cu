@@ -13,28 +13,32 @@ namespace spillway::cuda {
 namespace {
 
 [[noreturn]] void fail(cudaError_t err, const char* call, const char* file, int line) {
-  throw cuda_error(detail::format_error(file, line,
-                                        std::string(call) + " failed: " + cudaGetErrorName(err) +
-                                            ": " + cudaGetErrorString(err)));
+  throw cuda_error(detail::format_error(
+      file, line,
+      std::string(call) + " failed: " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err)));
 }
 
-cudaStream_t s(Stream stream) { return static_cast<cudaStream_t>(stream.handle()); }
+cudaStream_t s(Stream stream) {
+  return static_cast<cudaStream_t>(stream.handle());
+}
 
 }  // namespace
 
 }  // namespace spillway::cuda
 
-#define SPILLWAY_CUDA_TRY(call)                                                    \
-  do {                                                                             \
-    const cudaError_t spillway_err_ = (call);                                      \
-    if (spillway_err_ != cudaSuccess) [[unlikely]] {                               \
-      ::spillway::cuda::fail(spillway_err_, #call, __FILE__, __LINE__);            \
-    }                                                                              \
+#define SPILLWAY_CUDA_TRY(call)                                         \
+  do {                                                                  \
+    const cudaError_t spillway_err_ = (call);                           \
+    if (spillway_err_ != cudaSuccess) [[unlikely]] {                    \
+      ::spillway::cuda::fail(spillway_err_, #call, __FILE__, __LINE__); \
+    }                                                                   \
   } while (0)
 
 namespace spillway::cuda {
 
-bool is_compiled() noexcept { return true; }
+bool is_compiled() noexcept {
+  return true;
+}
 
 int device_count() noexcept {
   static const int count = [] {
@@ -48,7 +52,9 @@ int device_count() noexcept {
   return count;
 }
 
-bool is_available() noexcept { return device_count() > 0; }
+bool is_available() noexcept {
+  return device_count() > 0;
+}
 
 int current_device() {
   int d = 0;
@@ -56,7 +62,9 @@ int current_device() {
   return d;
 }
 
-void set_device(int device) { SPILLWAY_CUDA_TRY(cudaSetDevice(device)); }
+void set_device(int device) {
+  SPILLWAY_CUDA_TRY(cudaSetDevice(device));
+}
 
 std::size_t device_total_memory() {
   std::size_t free_bytes = 0;
@@ -77,7 +85,9 @@ void* malloc_device(std::size_t bytes) {
   return p;
 }
 
-void free_device(void* ptr) noexcept { (void)cudaFree(ptr); }
+void free_device(void* ptr) noexcept {
+  (void)cudaFree(ptr);
+}
 
 void* malloc_async(std::size_t bytes, Stream stream) {
   void* p = nullptr;
@@ -85,7 +95,9 @@ void* malloc_async(std::size_t bytes, Stream stream) {
   return p;
 }
 
-void free_async(void* ptr, Stream stream) noexcept { (void)cudaFreeAsync(ptr, s(stream)); }
+void free_async(void* ptr, Stream stream) noexcept {
+  (void)cudaFreeAsync(ptr, s(stream));
+}
 
 void* pool_create(bool pinned_host, std::size_t reserve_bytes) {
   const int device = current_device();
@@ -133,7 +145,9 @@ void* pool_malloc(void* pool, std::size_t bytes, Stream stream) {
   return p;
 }
 
-void pool_free(void* ptr, Stream stream) noexcept { (void)cudaFreeAsync(ptr, s(stream)); }
+void pool_free(void* ptr, Stream stream) noexcept {
+  (void)cudaFreeAsync(ptr, s(stream));
+}
 
 void* malloc_pinned(std::size_t bytes) {
   void* p = nullptr;
@@ -141,7 +155,9 @@ void* malloc_pinned(std::size_t bytes) {
   return p;
 }
 
-void free_pinned(void* ptr) noexcept { (void)cudaFreeHost(ptr); }
+void free_pinned(void* ptr) noexcept {
+  (void)cudaFreeHost(ptr);
+}
 
 void memcpy_async(void* dst, const void* src, std::size_t bytes, Stream stream) {
   SPILLWAY_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s(stream)));
@@ -162,7 +178,9 @@ void stream_destroy(void* stream) noexcept {
   (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream));
 }
 
-void stream_synchronize(Stream stream) { SPILLWAY_CUDA_TRY(cudaStreamSynchronize(s(stream))); }
+void stream_synchronize(Stream stream) {
+  SPILLWAY_CUDA_TRY(cudaStreamSynchronize(s(stream)));
+}
 
 void* event_create() {
   cudaEvent_t e = nullptr;
@@ -170,7 +188,9 @@ void* event_create() {
   return e;
 }
 
-void event_destroy(void* event) noexcept { (void)cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+void event_destroy(void* event) noexcept {
+  (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
 
 void event_record(void* event, Stream stream) {
   SPILLWAY_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(event), s(stream)));
@@ -189,8 +209,8 @@ void event_synchronize(void* event) {
 
 float event_elapsed_ms(void* start, void* end) {
   float ms = 0;
-  SPILLWAY_CUDA_TRY(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start),
-                                         static_cast<cudaEvent_t>(end)));
+  SPILLWAY_CUDA_TRY(
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
   return ms;
 }
 

@@ -10,24 +10,46 @@ namespace {
 }
 }  // namespace
 
-bool is_compiled() noexcept { return false; }
-int device_count() noexcept { return 0; }
-bool is_available() noexcept { return false; }
-int current_device() { no_cuda("current_device"); }
-void set_device(int /*device*/) { no_cuda("set_device"); }
-std::size_t device_total_memory() { no_cuda("device_total_memory"); }
-const char* device_name() { no_cuda("device_name"); }
-void* malloc_device(std::size_t /*bytes*/) { no_cuda("malloc_device"); }
+bool is_compiled() noexcept {
+  return false;
+}
+int device_count() noexcept {
+  return 0;
+}
+bool is_available() noexcept {
+  return false;
+}
+int current_device() {
+  no_cuda("current_device");
+}
+void set_device(int /*device*/) {
+  no_cuda("set_device");
+}
+std::size_t device_total_memory() {
+  no_cuda("device_total_memory");
+}
+const char* device_name() {
+  no_cuda("device_name");
+}
+void* malloc_device(std::size_t /*bytes*/) {
+  no_cuda("malloc_device");
+}
 void free_device(void* /*ptr*/) noexcept {}
-void* malloc_async(std::size_t /*bytes*/, Stream /*stream*/) { no_cuda("malloc_async"); }
+void* malloc_async(std::size_t /*bytes*/, Stream /*stream*/) {
+  no_cuda("malloc_async");
+}
 void free_async(void* /*ptr*/, Stream /*stream*/) noexcept {}
-void* pool_create(bool /*pinned_host*/, std::size_t /*reserve*/) { no_cuda("pool_create"); }
+void* pool_create(bool /*pinned_host*/, std::size_t /*reserve*/) {
+  no_cuda("pool_create");
+}
 void pool_destroy(void* /*pool*/) noexcept {}
 void* pool_malloc(void* /*pool*/, std::size_t /*bytes*/, Stream /*stream*/) {
   no_cuda("pool_malloc");
 }
 void pool_free(void* /*ptr*/, Stream /*stream*/) noexcept {}
-void* malloc_pinned(std::size_t /*bytes*/) { no_cuda("malloc_pinned"); }
+void* malloc_pinned(std::size_t /*bytes*/) {
+  no_cuda("malloc_pinned");
+}
 void free_pinned(void* /*ptr*/) noexcept {}
 void memcpy_async(void* /*dst*/, const void* /*src*/, std::size_t /*bytes*/, Stream /*stream*/) {
   no_cuda("memcpy_async");
@@ -35,14 +57,24 @@ void memcpy_async(void* /*dst*/, const void* /*src*/, std::size_t /*bytes*/, Str
 void memset_device(void* /*dst*/, int /*value*/, std::size_t /*bytes*/) {
   no_cuda("memset_device");
 }
-void* stream_create() { no_cuda("stream_create"); }
+void* stream_create() {
+  no_cuda("stream_create");
+}
 void stream_destroy(void* /*stream*/) noexcept {}
 void stream_synchronize(Stream /*stream*/) {}
-void* event_create() { no_cuda("event_create"); }
+void* event_create() {
+  no_cuda("event_create");
+}
 void event_destroy(void* /*event*/) noexcept {}
-void event_record(void* /*event*/, Stream /*stream*/) { no_cuda("event_record"); }
-bool event_query(void* /*event*/) { return true; }
+void event_record(void* /*event*/, Stream /*stream*/) {
+  no_cuda("event_record");
+}
+bool event_query(void* /*event*/) {
+  return true;
+}
 void event_synchronize(void* /*event*/) {}
-float event_elapsed_ms(void* /*start*/, void* /*end*/) { no_cuda("event_elapsed_ms"); }
+float event_elapsed_ms(void* /*start*/, void* /*end*/) {
+  no_cuda("event_elapsed_ms");
+}
 
 }  // namespace spillway::cuda

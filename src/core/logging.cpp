@@ -14,7 +14,8 @@ LogLevel parse_log_level(const std::string& text) {
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (text == names[i]) return static_cast<LogLevel>(i);
   }
-  SPILLWAY_FAIL("unknown log level '" + text + "' (expected none, error, warn, info, debug, trace)");
+  SPILLWAY_FAIL("unknown log level '" + text +
+                "' (expected none, error, warn, info, debug, trace)");
 }
 
 namespace detail {

@@ -58,8 +58,10 @@ std::size_t positive_bytes(const std::string& text, const char* var) {
 OptionValues from_environment() {
   OptionValues v = defaults();
   if (auto e = env("SPILLWAY_SPILL_DIR")) v.spill_dir = *e;
-  if (auto e = env("SPILLWAY_DEVICE_LIMIT")) v.device_limit = Limit::parse(*e, "SPILLWAY_DEVICE_LIMIT");
-  if (auto e = env("SPILLWAY_PINNED_LIMIT")) v.pinned_limit = Limit::parse(*e, "SPILLWAY_PINNED_LIMIT");
+  if (auto e = env("SPILLWAY_DEVICE_LIMIT"))
+    v.device_limit = Limit::parse(*e, "SPILLWAY_DEVICE_LIMIT");
+  if (auto e = env("SPILLWAY_PINNED_LIMIT"))
+    v.pinned_limit = Limit::parse(*e, "SPILLWAY_PINNED_LIMIT");
   if (auto e = env("SPILLWAY_HOST_LIMIT")) v.host_limit = Limit::parse(*e, "SPILLWAY_HOST_LIMIT");
   if (auto e = env("SPILLWAY_DISK_LIMIT")) v.disk_limit = Limit::parse(*e, "SPILLWAY_DISK_LIMIT");
   if (auto e = env("SPILLWAY_DEVICE_ALLOCATOR")) {

@@ -44,7 +44,9 @@ void Event::record(Stream stream) {
   cuda::event_record(event_, stream);
 }
 
-bool Event::is_complete() const { return event_ == nullptr || cuda::event_query(event_); }
+bool Event::is_complete() const {
+  return event_ == nullptr || cuda::event_query(event_);
+}
 
 void Event::synchronize() const {
   if (event_ != nullptr) cuda::event_synchronize(event_);

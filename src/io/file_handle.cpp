@@ -3,10 +3,10 @@
 #include <spillway/core/error.hpp>
 #include <spillway/io/thread_pool.hpp>
 
-#include <cerrno>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
 
 #include <algorithm>
 #include <utility>
@@ -64,9 +64,9 @@ void FileHandle::pread(void* dst, std::size_t bytes, std::uint64_t offset) const
     if (n < 0) {
       const int err = errno;
       if (err == EINTR) continue;
-      SPILLWAY_FAIL("read error on " + where(name_, offset, bytes) + ": " +
-                        detail::errno_string(err),
-                    io_error);
+      SPILLWAY_FAIL(
+          "read error on " + where(name_, offset, bytes) + ": " + detail::errno_string(err),
+          io_error);
     }
     if (n == 0) {
       SPILLWAY_FAIL("short read on " + where(name_, offset, bytes) + ": the file ended after " +
@@ -104,8 +104,8 @@ void FileHandle::pread(void* dst, std::size_t bytes, std::uint64_t offset, Threa
   });
 }
 
-void FileHandle::pwrite(const void* src, std::size_t bytes, std::uint64_t offset,
-                        ThreadPool& pool, std::size_t task_size) const {
+void FileHandle::pwrite(const void* src, std::size_t bytes, std::uint64_t offset, ThreadPool& pool,
+                        std::size_t task_size) const {
   const std::size_t n = ntasks_for(bytes, task_size);
   pool.parallel_for(n, [&](std::size_t i) {
     const std::size_t begin = i * task_size;

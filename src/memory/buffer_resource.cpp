@@ -145,8 +145,8 @@ std::string BufferResource::describe() const {
     if (!is_live(t)) continue;
     const auto& tier = tiers_[index(t)];
     out += std::string(to_string(t)) + ": " +
-           (tier.mr ? tier.mr->describe() : "spill files in " + config_.spill_dir) +
-           ", limit " + limit_string(tier.limit) + "\n";
+           (tier.mr ? tier.mr->describe() : "spill files in " + config_.spill_dir) + ", limit " +
+           limit_string(tier.limit) + "\n";
   }
   return out;
 }
@@ -184,8 +184,7 @@ std::optional<MemoryReservation> BufferResource::try_reserve(MemoryType t, std::
   return MemoryReservation(this, t, bytes);
 }
 
-std::optional<MemoryReservation> BufferResource::reserve_or_spill(MemoryType t,
-                                                                  std::size_t bytes) {
+std::optional<MemoryReservation> BufferResource::reserve_or_spill(MemoryType t, std::size_t bytes) {
   if (bytes > limit(t)) return std::nullopt;
   for (;;) {
     if (try_charge(t, bytes)) return MemoryReservation(this, t, bytes);
@@ -239,10 +238,10 @@ void BufferResource::take(MemoryReservation& res, std::size_t bytes, MemoryType 
   SPILLWAY_EXPECTS(res.type_ == expected, "the reservation is of tier " +
                                               std::string(to_string(res.type_)) + ", not " +
                                               std::string(to_string(expected)));
-  SPILLWAY_EXPECTS(bytes <= res.size_,
-                   "an allocation of " + std::to_string(bytes) + " bytes exceeds the " +
-                       std::to_string(res.size_) + " bytes left in the " +
-                       std::string(to_string(res.type_)) + " reservation");
+  SPILLWAY_EXPECTS(bytes <= res.size_, "an allocation of " + std::to_string(bytes) +
+                                           " bytes exceeds the " + std::to_string(res.size_) +
+                                           " bytes left in the " +
+                                           std::string(to_string(res.type_)) + " reservation");
   res.size_ -= bytes;
 }
 

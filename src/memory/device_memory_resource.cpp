@@ -40,8 +40,7 @@ void* DeviceMemoryResource::do_allocate(std::size_t bytes, Stream stream) {
   return cuda::malloc_async(bytes, stream);
 }
 
-void DeviceMemoryResource::do_deallocate(void* ptr, std::size_t /*bytes*/,
-                                         Stream stream) noexcept {
+void DeviceMemoryResource::do_deallocate(void* ptr, std::size_t /*bytes*/, Stream stream) noexcept {
   switch (kind_) {
     case DeviceAllocator::cuda:
       cuda::free_device(ptr);

@@ -48,8 +48,8 @@ MemoryType parse_memory_type(std::string_view text) {
 }
 
 std::span<const MemoryType> spill_targets(MemoryType t) noexcept {
-  static constexpr std::array<MemoryType, 3> from_device{MemoryType::PINNED_HOST,
-                                                         MemoryType::HOST, MemoryType::DISK};
+  static constexpr std::array<MemoryType, 3> from_device{MemoryType::PINNED_HOST, MemoryType::HOST,
+                                                         MemoryType::DISK};
   static constexpr std::array<MemoryType, 2> from_pinned{MemoryType::HOST, MemoryType::DISK};
   static constexpr std::array<MemoryType, 1> from_host{MemoryType::DISK};
   switch (t) {

@@ -33,8 +33,7 @@ void* PinnedMemoryResource::do_allocate(std::size_t bytes, Stream stream) {
   return p;
 }
 
-void PinnedMemoryResource::do_deallocate(void* ptr, std::size_t /*bytes*/,
-                                         Stream stream) noexcept {
+void PinnedMemoryResource::do_deallocate(void* ptr, std::size_t /*bytes*/, Stream stream) noexcept {
   if (pool_ == nullptr) {
     cuda::free_pinned(ptr);
   } else {

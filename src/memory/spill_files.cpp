@@ -7,22 +7,23 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include <cerrno>
-#include <csignal>
-#include <cstdlib>
 #include <dirent.h>
-#include <exception>
 #include <fcntl.h>
-#include <set>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <exception>
+#include <set>
 
 namespace spillway {
 
 namespace {
 
-constexpr std::size_t extent_alignment = 4096;
+constexpr std::size_t piece_alignment = 4096;
 
 /// Every private directory alive in this process, so that exit and std::terminate can remove
 /// them even when a BufferResource was never destroyed.
@@ -78,7 +79,9 @@ void remove_stale_directories(const std::string& parent) noexcept {
   ::closedir(d);
 }
 
-std::uint64_t checksum(const void* p, std::size_t n) noexcept { return XXH3_64bits(p, n); }
+std::uint64_t checksum(const void* p, std::size_t n) noexcept {
+  return XXH3_64bits(p, n);
+}
 
 std::size_t npieces(std::size_t bytes, std::size_t piece) {
   return bytes == 0 ? 0 : (bytes + piece - 1) / piece;
@@ -98,7 +101,7 @@ SpillFiles::SpillFiles(std::string parent_dir, std::size_t file_size, std::size_
                        std::size_t io_threads)
     : parent_{std::move(parent_dir)},
       file_size_{file_size},
-      piece_size_{round_up(piece_size, extent_alignment)},
+      piece_size_{round_up(piece_size, piece_alignment)},
       pool_{io_threads} {
   SPILLWAY_EXPECTS(!parent_.empty(), "the spill directory must not be empty");
 }
@@ -130,37 +133,62 @@ void SpillFiles::ensure_directory() {
   SPILLWAY_LOG(info, "spill directory " << dir_);
 }
 
-std::shared_ptr<detail::SpillFile> SpillFiles::open_file() {
-  ensure_directory();
-  const std::string name = dir_ + "/spill-" + std::to_string(files_made_++);
-  int fd = ::open(dir_.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    // O_TMPFILE is not supported on every file system: create, then unlink at once.
-    fd = ::open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) {
-      const int err = errno;
-      SPILLWAY_FAIL("cannot create spill file '" + name + "': " + detail::errno_string(err),
-                    io_error);
-    }
-    ::unlink(name.c_str());
-  }
-  auto f = std::make_shared<detail::SpillFile>();
-  f->handle = io::FileHandle(fd, name + " (unnamed)");
-  return f;
+std::pair<const io::FileHandle*, std::uint64_t> DiskExtent::locate(std::size_t i) const {
+  const std::size_t nfiles = offsets.size();
+  const std::size_t f = (first_file + i) % nfiles;
+  return {&group->files[f], offsets[f] + (i / nfiles) * piece_size};
 }
+
+std::shared_ptr<detail::SpillFileGroup> SpillFiles::open_group() {
+  ensure_directory();
+  auto g = std::make_shared<detail::SpillFileGroup>();
+  const std::size_t nfiles = pool_.size();
+  for (std::size_t f = 0; f < nfiles; ++f) {
+    const std::string name = dir_ + "/spill-" + std::to_string(files_made_++);
+    int fd = ::open(dir_.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      // O_TMPFILE is not supported on every file system: create, then unlink at once.
+      fd = ::open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+      if (fd < 0) {
+        const int err = errno;
+        SPILLWAY_FAIL("cannot create spill file '" + name + "': " + detail::errno_string(err),
+                      io_error);
+      }
+      ::unlink(name.c_str());
+    }
+    g->files.emplace_back(fd, name + " (unnamed)");
+  }
+  g->append.assign(nfiles, 0);
+  return g;
+}
+
+namespace {
+/// How many of an extent's `pieces` pieces go to the file `j` places after its first file.
+std::size_t pieces_in_file(std::size_t pieces, std::size_t j, std::size_t nfiles) {
+  return pieces > j ? (pieces - j + nfiles - 1) / nfiles : 0;
+}
+}  // namespace
 
 DiskExtent SpillFiles::allocate(std::size_t bytes) {
   std::lock_guard lock(mutex_);
-  if (!current_ || (current_->append_offset > 0 && current_->append_offset + bytes > file_size_)) {
-    current_ = open_file();
-  }
+  const std::size_t pieces = npieces(bytes, piece_size_);
+  const std::size_t nfiles = pool_.size();
+  const std::size_t per_file = pieces_in_file(pieces, 0, nfiles) * piece_size_;
+  const std::uint64_t high =
+      current_ ? *std::max_element(current_->append.begin(), current_->append.end()) : 0;
+  if (!current_ || (high > 0 && high + per_file > file_size_)) current_ = open_group();
   DiskExtent e;
-  e.file = current_;
-  e.offset = current_->append_offset;
+  e.group = current_;
+  e.first_file = next_first_file_++ % nfiles;
+  e.offsets.assign(nfiles, 0);
+  for (std::size_t j = 0; j < nfiles; ++j) {
+    const std::size_t f = (e.first_file + j) % nfiles;
+    e.offsets[f] = current_->append[f];
+    current_->append[f] += pieces_in_file(pieces, j, nfiles) * piece_size_;
+  }
   e.size = bytes;
   e.piece_size = piece_size_;
-  e.checksums.assign(npieces(bytes, piece_size_), 0);
-  current_->append_offset += round_up(std::max<std::size_t>(bytes, 1), extent_alignment);
+  e.checksums.assign(pieces, 0);
   current_->live_extents += 1;
   return e;
 }
@@ -173,7 +201,8 @@ void SpillFiles::write(DiskExtent& e, std::size_t pos, const void* src, std::siz
     const std::size_t n = std::min(e.piece_size, len - off);
     const auto* p = static_cast<const std::byte*>(src) + off;
     e.checksums[first + i] = checksum(p, n);
-    e.file->handle.pwrite(p, n, e.offset + pos + off);
+    const auto [file, at] = e.locate(first + i);
+    file->pwrite(p, n, at);
   });
 }
 
@@ -184,32 +213,38 @@ void SpillFiles::read(const DiskExtent& e, std::size_t pos, void* dst, std::size
     const std::size_t off = i * e.piece_size;
     const std::size_t n = std::min(e.piece_size, len - off);
     auto* p = static_cast<std::byte*>(dst) + off;
-    e.file->handle.pread(p, n, e.offset + pos + off);
+    const auto [file, at] = e.locate(first + i);
+    file->pread(p, n, at);
     if (checksum(p, n) != e.checksums[first + i]) {
-      SPILLWAY_FAIL("checksum mismatch reading spilled data from '" + e.file->handle.name() +
-                        "' (offset " + std::to_string(e.offset + pos + off) + ", size " +
-                        std::to_string(n) + "): the spill file was corrupted",
+      SPILLWAY_FAIL("checksum mismatch reading spilled data from '" + file->name() + "' (offset " +
+                        std::to_string(at) + ", size " + std::to_string(n) +
+                        "): the spill file was corrupted",
                     io_error);
     }
   });
 }
 
 void SpillFiles::release(DiskExtent& e) noexcept {
-  if (!e.file) return;
-  e.file->handle.punch_hole(e.offset, round_up(std::max<std::size_t>(e.size, 1), extent_alignment));
+  if (!e.group) return;
+  const std::size_t nfiles = e.offsets.size();
+  for (std::size_t j = 0; j < nfiles; ++j) {
+    const std::size_t f = (e.first_file + j) % nfiles;
+    e.group->files[f].punch_hole(e.offsets[f],
+                                 pieces_in_file(e.num_pieces(), j, nfiles) * e.piece_size);
+  }
   {
     std::lock_guard lock(mutex_);
-    if (--e.file->live_extents == 0 && e.file == current_) {
-      // Reuse the empty file from its start.
+    if (--e.group->live_extents == 0 && e.group == current_) {
+      // Reuse the empty files from their start.
       try {
-        current_->handle.truncate(0);
-        current_->append_offset = 0;
+        for (auto& f : current_->files) f.truncate(0);
+        std::fill(current_->append.begin(), current_->append.end(), 0);
       } catch (...) {
         current_.reset();
       }
     }
   }
-  e.file.reset();  // the last extent of an old file closes it, which frees its space
+  e.group.reset();  // the last extent of an old group closes its files, freeing their space
   e.checksums.clear();
 }
 

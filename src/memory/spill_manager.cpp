@@ -8,7 +8,9 @@
 
 namespace spillway {
 
-SpillManager::~SpillManager() { stop_background(); }
+SpillManager::~SpillManager() {
+  stop_background();
+}
 
 SpillManager::FunctionId SpillManager::add_spill_function(SpillFunction fn, int priority) {
   SPILLWAY_EXPECTS(static_cast<bool>(fn), "a spill function must not be empty");

@@ -8,10 +8,12 @@ namespace spillway {
 SpillableStore::SpillableStore(BufferResource& br, int priority)
     : br_{br},
       handle_{br.spill_manager(),
-              [this](MemoryType tier, std::size_t bytes) { return spill(tier, bytes); },
-              priority} {}
+              [this](MemoryType tier, std::size_t bytes) { return spill(tier, bytes); }, priority} {
+}
 
-SpillableStore::~SpillableStore() { handle_.reset(); }
+SpillableStore::~SpillableStore() {
+  handle_.reset();
+}
 
 SpillableStore::Key SpillableStore::insert(std::unique_ptr<Buffer> buf) {
   SPILLWAY_EXPECTS(buf != nullptr, "cannot insert a null buffer");

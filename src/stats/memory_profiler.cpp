@@ -20,7 +20,9 @@ MemoryProfiler::Scope::Scope(MemoryProfiler& profiler, std::string key)
   profiler_.open(this);
 }
 
-MemoryProfiler::Scope::~Scope() { profiler_.close(this); }
+MemoryProfiler::Scope::~Scope() {
+  profiler_.close(this);
+}
 
 void MemoryProfiler::open(Scope* scope) {
   std::lock_guard lock(mutex_);

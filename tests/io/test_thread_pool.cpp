@@ -38,10 +38,11 @@ TEST(ThreadPool, ParallelForRethrowsAfterAllFinished) {
 TEST(ThreadPool, NestedParallelForMakesProgress) {
   ThreadPool pool(1);  // the only worker is busy with the outer loop: the caller must help
   std::atomic<int> total{0};
-  pool.parallel_for(4, [&](std::size_t) {
-    pool.parallel_for(4, [&](std::size_t) { total.fetch_add(1); });
-  });
+  pool.parallel_for(
+      4, [&](std::size_t) { pool.parallel_for(4, [&](std::size_t) { total.fetch_add(1); }); });
   EXPECT_EQ(total.load(), 16);
 }
 
-TEST(ThreadPool, ZeroThreadsIsAnError) { EXPECT_THROW(ThreadPool(0), spillway::logic_error); }
+TEST(ThreadPool, ZeroThreadsIsAnError) {
+  EXPECT_THROW(ThreadPool(0), spillway::logic_error);
+}

@@ -120,11 +120,10 @@ TYPED_TEST(TierConformance, LimitIsHard) {
     FAIL() << "reserved past the limit";
   } catch (const out_of_memory& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find(std::string(to_string(t)) + " 3.00 MiB/4.00 MiB"), std::string::npos)
-        << msg;
+    EXPECT_NE(msg.find(std::string(to_string(t)) + " 3.00 MiB/4.00 MiB"), std::string::npos) << msg;
   }
   EXPECT_THROW((void)br.reserve(t, 5 * MiB), out_of_memory);  // larger than the limit
-  auto r2 = br.reserve(t, MiB);                                // exactly to the limit
+  auto r2 = br.reserve(t, MiB);                               // exactly to the limit
   EXPECT_EQ(br.used(t), 4 * MiB);
   EXPECT_EQ(br.available(t), 0u);
   EXPECT_LE(br.peak(t), br.limit(t));

@@ -53,7 +53,8 @@ TEST(SpillManager, FunctionsGetTheRemainingDeficit) {
 TEST(SpillManager, HandleUnregisters) {
   SpillManager sm([](MemoryType) { return std::size_t{0}; });
   {
-    SpillFunctionHandle h(sm, [](MemoryType, std::size_t) { return std::size_t{5}; }, 0);
+    SpillFunctionHandle h(
+        sm, [](MemoryType, std::size_t) { return std::size_t{5}; }, 0);
     EXPECT_EQ(sm.spill(MemoryType::HOST, 5), 5u);
   }
   EXPECT_EQ(sm.spill(MemoryType::HOST, 5), 0u);
@@ -62,8 +63,8 @@ TEST(SpillManager, HandleUnregisters) {
 
 TEST(SpillManager, ExceptionsPropagate) {
   SpillManager sm([](MemoryType) { return std::size_t{0}; });
-  sm.add_spill_function(
-      [](MemoryType, std::size_t) -> std::size_t { throw io_error("disk full"); }, 0);
+  sm.add_spill_function([](MemoryType, std::size_t) -> std::size_t { throw io_error("disk full"); },
+                        0);
   EXPECT_THROW(sm.spill(MemoryType::HOST, 1), io_error);
   // The function is idle again afterwards, so removing it does not hang.
 }

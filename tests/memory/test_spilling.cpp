@@ -123,9 +123,10 @@ TEST(Spilling, CorruptedSpillFileIsDetected) {
   auto buf = br.move(test::make_host(br, 300 * KiB, 5), MemoryType::DISK);
   const DiskExtent* e = buf->disk_extent();
   ASSERT_NE(e, nullptr);
+  ASSERT_GE(e->num_pieces(), 4u);
+  const auto [file, at] = e->locate(3);  // the piece holding bytes [192 KiB, 256 KiB)
   const char garbage[] = "not the spilled bytes";
-  ASSERT_EQ(::pwrite(e->file->handle.fd(), garbage, sizeof(garbage),
-                     static_cast<off_t>(e->offset + 200 * KiB)),
+  ASSERT_EQ(::pwrite(file->fd(), garbage, sizeof(garbage), static_cast<off_t>(at + 100)),
             static_cast<ssize_t>(sizeof(garbage)));
   try {
     (void)br.move(std::move(buf), MemoryType::HOST);
@@ -133,8 +134,8 @@ TEST(Spilling, CorruptedSpillFileIsDetected) {
   } catch (const io_error& err) {
     const std::string msg = err.what();
     EXPECT_NE(msg.find("checksum mismatch"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("offset " + std::to_string(e->offset + 192 * KiB)), std::string::npos)
-        << msg;
+    EXPECT_NE(msg.find("offset " + std::to_string(at)), std::string::npos) << msg;
+    EXPECT_NE(msg.find(file->name()), std::string::npos) << msg;
   }
 }
 

@@ -61,8 +61,8 @@ TEST(MemoryProfiler, ReportSortedByPeak) {
   EXPECT_NE(r.find("ncalls"), std::string::npos);
   EXPECT_NE(r.find("g-peak"), std::string::npos);
   EXPECT_LT(r.find("(big)"), r.find("(small)")) << r;
-  EXPECT_EQ(p.records(0).at(p.records(0).begin()->first).ncalls +
-                p.records(0).rbegin()->second.ncalls,
-            3u);
+  EXPECT_EQ(
+      p.records(0).at(p.records(0).begin()->first).ncalls + p.records(0).rbegin()->second.ncalls,
+      3u);
   EXPECT_NE(p.to_json(0).find("\"ncalls\":2"), std::string::npos);
 }

@@ -49,11 +49,11 @@ std::string errno_string(int err);
 
 /// Throws `ExceptionT` (default spillway::logic_error) with file:line when `cond` is false.
 /// The message expression is evaluated only on failure.
-#define SPILLWAY_EXPECTS(cond, msg, ...)                                                \
-  do {                                                                                  \
-    if (!(cond)) [[unlikely]] {                                                         \
-      SPILLWAY_FAIL(msg __VA_OPT__(, ) __VA_ARGS__);                                    \
-    }                                                                                   \
+#define SPILLWAY_EXPECTS(cond, msg, ...)             \
+  do {                                               \
+    if (!(cond)) [[unlikely]] {                      \
+      SPILLWAY_FAIL(msg __VA_OPT__(, ) __VA_ARGS__); \
+    }                                                \
   } while (0)
 
 #define SPILLWAY_FAIL_1(msg) \

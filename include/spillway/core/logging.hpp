@@ -22,12 +22,11 @@ bool log_enabled(LogLevel level) noexcept;
 }  // namespace spillway
 
 /// SPILLWAY_LOG(warn, "spilled " << n << " bytes"): the stream expression runs only when enabled.
-#define SPILLWAY_LOG(level, expr)                                          \
-  do {                                                                     \
-    if (::spillway::detail::log_enabled(::spillway::LogLevel::level)) {    \
-      std::ostringstream spillway_log_ss_;                                 \
-      spillway_log_ss_ << expr;                                            \
-      ::spillway::detail::log_write(::spillway::LogLevel::level,           \
-                                    spillway_log_ss_.str());               \
-    }                                                                      \
+#define SPILLWAY_LOG(level, expr)                                                         \
+  do {                                                                                    \
+    if (::spillway::detail::log_enabled(::spillway::LogLevel::level)) {                   \
+      std::ostringstream spillway_log_ss_;                                                \
+      spillway_log_ss_ << expr;                                                           \
+      ::spillway::detail::log_write(::spillway::LogLevel::level, spillway_log_ss_.str()); \
+    }                                                                                     \
   } while (0)

@@ -53,10 +53,7 @@ class Buffer {
   Buffer(BufferResource& br, MemoryType type, std::size_t size, void* ptr, Stream stream) noexcept
       : br_{&br}, type_{type}, size_{size}, ptr_{ptr}, stream_{stream} {}
   Buffer(BufferResource& br, DiskExtent extent) noexcept
-      : br_{&br},
-        type_{MemoryType::DISK},
-        size_{extent.size},
-        extent_{std::move(extent)} {}
+      : br_{&br}, type_{MemoryType::DISK}, size_{extent.size}, extent_{std::move(extent)} {}
 
   /// Marks the buffer as filled by an asynchronous copy named `stat` that started at `start`.
   void set_pending(Stream stream, Event start, std::string stat);

@@ -61,7 +61,8 @@ struct BufferResourceConfig {
 class BufferResource {
  public:
   /// @throws spillway::cuda_error when a device allocator cannot be created.
-  explicit BufferResource(const BufferResourceConfig& config = BufferResourceConfig::from_options());
+  explicit BufferResource(
+      const BufferResourceConfig& config = BufferResourceConfig::from_options());
   ~BufferResource();
   BufferResource(const BufferResource&) = delete;
   BufferResource& operator=(const BufferResource&) = delete;

@@ -21,7 +21,9 @@ inline constexpr std::array<MemoryType, 4> all_memory_types{
     MemoryType::DEVICE, MemoryType::PINNED_HOST, MemoryType::HOST, MemoryType::DISK};
 
 /// Index of a tier in 0..3 (for per-tier arrays).
-constexpr std::size_t index(MemoryType t) noexcept { return static_cast<std::size_t>(t); }
+constexpr std::size_t index(MemoryType t) noexcept {
+  return static_cast<std::size_t>(t);
+}
 
 /// "DEVICE", "PINNED_HOST", "HOST", "DISK".
 std::string_view to_string(MemoryType t) noexcept;

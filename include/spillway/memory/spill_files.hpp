@@ -16,22 +16,29 @@
 namespace spillway {
 
 namespace detail {
-/// One spill file; shared by the extents placed in it and closed when the last one goes.
-struct SpillFile {
-  io::FileHandle handle;
-  std::uint64_t append_offset{0};
+/// A set of spill files written side by side (buffered writes to one file are serialized by
+/// the kernel's inode lock, so parallel writers need several files). Shared by the extents
+/// placed in it; its files close when the last extent goes.
+struct SpillFileGroup {
+  std::vector<io::FileHandle> files;
+  std::vector<std::uint64_t> append;  // next free offset per file
   std::size_t live_extents{0};
 };
 }  // namespace detail
 
-/// A region of a spill file holding one spilled buffer, with an xxHash3 checksum for every
-/// `piece_size` bytes. Move-only; released through SpillFiles::release.
+/// Where one spilled buffer lives: pieces of `piece_size` bytes dealt round-robin over the
+/// files of a group, each with an xxHash3 checksum. Released through SpillFiles::release.
 struct DiskExtent {
-  std::shared_ptr<detail::SpillFile> file;
-  std::uint64_t offset{0};
+  std::shared_ptr<detail::SpillFileGroup> group;
+  std::size_t first_file{0};           // the file of piece 0
+  std::vector<std::uint64_t> offsets;  // per file: where this extent's pieces start
   std::size_t size{0};
   std::size_t piece_size{0};
   std::vector<std::uint64_t> checksums;
+
+  [[nodiscard]] std::size_t num_pieces() const noexcept { return checksums.size(); }
+  /// The file and offset of piece `i`.
+  [[nodiscard]] std::pair<const io::FileHandle*, std::uint64_t> locate(std::size_t i) const;
 };
 
 /// Spill files of one BufferResource. The private directory (`<parent>/spillway-<pid>-XXXXXX`,
@@ -45,6 +52,7 @@ class SpillFiles {
   /// @param parent_dir where the private directory goes.
   /// @param file_size a file takes new extents until it is this big.
   /// @param piece_size bytes per parallel task and per checksum.
+  /// @param io_threads threads of the I/O pool, and files per group.
   SpillFiles(std::string parent_dir, std::size_t file_size, std::size_t piece_size,
              std::size_t io_threads);
   ~SpillFiles();
@@ -73,8 +81,8 @@ class SpillFiles {
   [[nodiscard]] io::ThreadPool& pool() noexcept { return pool_; }
 
  private:
-  void ensure_directory();  // mutex_ held
-  std::shared_ptr<detail::SpillFile> open_file();  // mutex_ held
+  void ensure_directory();                               // mutex_ held
+  std::shared_ptr<detail::SpillFileGroup> open_group();  // mutex_ held
 
   std::string parent_;
   std::size_t file_size_;
@@ -82,7 +90,8 @@ class SpillFiles {
   io::ThreadPool pool_;
   mutable std::mutex mutex_;
   std::string dir_;
-  std::shared_ptr<detail::SpillFile> current_;
+  std::shared_ptr<detail::SpillFileGroup> current_;
+  std::size_t next_first_file_{0};
   std::size_t files_made_{0};
 };
 

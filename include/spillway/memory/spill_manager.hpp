@@ -46,8 +46,7 @@ class SpillManager {
 
   /// Starts a thread that every `period` spills any tier whose free bytes are below its
   /// `headroom` (bytes, per tier) back up to the headroom. Restarts it if already running.
-  void start_background(std::chrono::milliseconds period,
-                        std::array<std::size_t, 4> headroom);
+  void start_background(std::chrono::milliseconds period, std::array<std::size_t, 4> headroom);
   /// Stops the background thread (also done by the destructor).
   void stop_background();
 

@@ -83,8 +83,7 @@ std::string memory_scope_key(const char* file, int line, std::string_view name);
 #define SPILLWAY_CONCAT(a, b) SPILLWAY_CONCAT_IMPL(a, b)
 /// Profiles the memory allocated until the end of the enclosing block:
 /// SPILLWAY_MEMORY_PROFILE(statistics.memory_profiler(), "partition_and_pack");
-#define SPILLWAY_MEMORY_PROFILE(profiler, name)                                      \
-  ::spillway::MemoryProfiler::Scope SPILLWAY_CONCAT(spillway_memory_scope_, __LINE__) \
-  {                                                                                   \
-    (profiler), ::spillway::memory_scope_key(__FILE__, __LINE__, (name))              \
+#define SPILLWAY_MEMORY_PROFILE(profiler, name)                                         \
+  ::spillway::MemoryProfiler::Scope SPILLWAY_CONCAT(spillway_memory_scope_, __LINE__) { \
+    (profiler), ::spillway::memory_scope_key(__FILE__, __LINE__, (name))                \
   }

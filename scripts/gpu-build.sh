@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds the GPU preset here (nvcc, static CUDA runtime) so that build/gpu can be carried to
+# the GPU machine, which has no GoogleTest/Benchmark packages: shared libraries it lacks are
+# copied into build/gpu/lib (scripts/gpu-check.sh puts that folder on LD_LIBRARY_PATH).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cmake --preset gpu >/dev/null
+cmake --build --preset gpu -j "$(nproc)"
+mkdir -p build/gpu/lib
+for bin in build/gpu/bench/bench_memory build/gpu/tests/test_* build/gpu/examples/*; do
+  [ -f "$bin" ] && [ -x "$bin" ] || continue
+  ldd "$bin" 2>/dev/null | awk '/libbenchmark|libgtest|libxxhash/ {print $3}'
+done | sort -u | xargs -r -I{} cp -L {} build/gpu/lib/
+echo "gpu-build: $(du -sh build/gpu | cut -f1) in build/gpu; carried libs: $(ls build/gpu/lib | tr '\n' ' ')"
