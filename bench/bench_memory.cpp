@@ -155,7 +155,8 @@ void BM_Copy(benchmark::State& state, MemoryType from, MemoryType to) {
     return;
   }
   auto src = random_buffer(br, from, n);
-  const bool gpu = from == MemoryType::DEVICE || to == MemoryType::DEVICE;
+  const bool gpu = (from == MemoryType::DEVICE || to == MemoryType::DEVICE) &&
+                   from != MemoryType::DISK && to != MemoryType::DISK;
   double ceiling = 0;
   const char* ceiling_name = "ceil_GB/s";
   if (gpu) {

@@ -23,6 +23,7 @@ summary=()
 if [ "$only" != bench ]; then
   for t in "$B"/tests/test_*; do
     name=$(basename "$t")
+    [[ -f "$t" && -x "$t" && "$name" != *.* ]] || continue
     "$t" > "$OUT/$name.log" 2>&1
     rc=$?
     passed=$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/$name.log" | tail -1)
@@ -44,7 +45,7 @@ fi
 echo
 echo "== tests =="
 printf '%s\n' "${summary[@]}"
-[ -f "$OUT/demo.log" ] && { echo "== demo =="; grep -E "inserted|verified|^(DEVICE|PINNED|HOST|DISK) |directory" "$OUT/demo.log"; }
+[ -f "$OUT/demo.log" ] && { echo "== demo =="; grep -E "inserted|verified|^(DEVICE|PINNED_HOST|HOST|DISK) |directory" "$OUT/demo.log"; }
 [ -f "$OUT/bench_table.md" ] && { echo "== bench (medians of 5) =="; cat "$OUT/bench_table.md"; }
 echo "gpu-check: $([ $fail -eq 0 ] && echo OK || echo FAILED)"
 exit $fail

@@ -45,7 +45,7 @@ OptionValues defaults() {
   v.io_threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 16);
   v.spill_task_size = 8 * MiB;
   v.spill_file_size = GiB;
-  v.staging_size = 32 * MiB;
+  v.staging_size = 0;  // auto
   return v;
 }
 
@@ -79,6 +79,7 @@ OptionValues from_environment() {
                      "SPILLWAY_PINNED_POOL must be 0 or 1, got '" + *e + "'");
     v.pinned_pool = (*e == "1");
   }
+  if (auto e = env("SPILLWAY_HOST_CACHE")) v.host_cache = Limit::parse(*e, "SPILLWAY_HOST_CACHE");
   if (auto e = env("SPILLWAY_IO_THREADS")) {
     v.io_threads = parse_bytes(*e, "SPILLWAY_IO_THREADS");
     SPILLWAY_EXPECTS(v.io_threads >= 1 && v.io_threads <= 1024,
@@ -91,7 +92,7 @@ OptionValues from_environment() {
     v.spill_file_size = positive_bytes(*e, "SPILLWAY_SPILL_FILE_SIZE");
   }
   if (auto e = env("SPILLWAY_STAGING_SIZE")) {
-    v.staging_size = positive_bytes(*e, "SPILLWAY_STAGING_SIZE");
+    v.staging_size = parse_bytes(*e, "SPILLWAY_STAGING_SIZE");
   }
   if (auto e = env("SPILLWAY_SPILL_PERIOD_MS")) {
     v.spill_period = std::chrono::milliseconds(parse_bytes(*e, "SPILLWAY_SPILL_PERIOD_MS"));
@@ -169,6 +170,9 @@ void set_device_pool_size(Limit l) {
 void set_pinned_pool(bool enabled) {
   update([&](OptionValues& v) { v.pinned_pool = enabled; });
 }
+void set_host_cache(Limit l) {
+  update([&](OptionValues& v) { v.host_cache = l; });
+}
 void set_io_threads(std::size_t n) {
   SPILLWAY_EXPECTS(n >= 1 && n <= 1024, "io threads must be within 1..1024");
   update([&](OptionValues& v) { v.io_threads = n; });
@@ -182,7 +186,6 @@ void set_spill_file_size(std::size_t bytes) {
   update([&](OptionValues& v) { v.spill_file_size = bytes; });
 }
 void set_staging_size(std::size_t bytes) {
-  SPILLWAY_EXPECTS(bytes > 0, "the staging size must be greater than zero");
   update([&](OptionValues& v) { v.staging_size = bytes; });
 }
 void set_spill_period(std::chrono::milliseconds period) {

@@ -48,6 +48,13 @@ void Buffer::wait() const {
   finish_pending();
 }
 
+void Buffer::set_stream(Stream stream) {
+  if (stream == stream_) return;
+  wait();
+  if (type_ == MemoryType::DEVICE || type_ == MemoryType::PINNED_HOST) stream_.synchronize();
+  stream_ = stream;
+}
+
 void Buffer::finish_pending() const {
   auto p = std::move(pending_);
   const float ms = cuda::event_elapsed_ms(p->start.handle(), p->end.handle());

@@ -48,6 +48,7 @@ BufferResourceConfig BufferResourceConfig::from_options() {
   c.device_allocator = o.device_allocator;
   c.device_pool_size = o.device_pool_size;
   c.pinned_pool = o.pinned_pool;
+  c.host_cache = o.host_cache;
   c.spill_dir = o.spill_dir;
   c.io_threads = o.io_threads;
   c.spill_task_size = o.spill_task_size;
@@ -92,7 +93,10 @@ BufferResource::BufferResource(const BufferResourceConfig& config)
   }
   host.capacity = physical_memory();
   host.limit = config_.limits[index(MemoryType::HOST)].resolve(host.capacity);
-  host.mr = std::make_unique<HostMemoryResource>();
+  auto host_mr = std::make_unique<HostMemoryResource>(
+      std::min(config_.host_cache.resolve(host.capacity), host.limit));
+  host_mr_ = host_mr.get();
+  host.mr = std::move(host_mr);
   host.live = true;
   disk.capacity = spill_files_.free_space();
   disk.limit = config_.limits[index(MemoryType::DISK)].resolve(disk.capacity);
@@ -168,10 +172,18 @@ bool BufferResource::try_charge(MemoryType t, std::size_t bytes) noexcept {
     if (bytes > tier.limit || cur > tier.limit - bytes) return false;
   } while (!tier.used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel));
   const std::size_t now = cur + bytes;
+  if (t == MemoryType::HOST && tier.limit != unlimited_bytes) trim_host_cache();
   std::size_t pk = tier.peak.load(std::memory_order_relaxed);
   while (now > pk && !tier.peak.compare_exchange_weak(pk, now, std::memory_order_relaxed)) {
   }
   return true;
+}
+
+void BufferResource::trim_host_cache() noexcept {
+  // Cached blocks are memory the process holds: keep cached + used within the HOST limit.
+  const auto& host = tiers_[index(MemoryType::HOST)];
+  const std::size_t u = host.used.load(std::memory_order_relaxed);
+  host_mr_->trim_to(u >= host.limit ? 0 : host.limit - u);
 }
 
 void BufferResource::uncharge(MemoryType t, std::size_t bytes) noexcept {
@@ -287,6 +299,13 @@ void BufferResource::free_buffer(Buffer& buf) noexcept {
   uncharge(t, buf.size_);
 }
 
+std::size_t BufferResource::staging_chunk(std::size_t n) const {
+  const std::size_t piece = spill_files_.piece_size();
+  const std::size_t half =
+      config_.staging_size > 0 ? config_.staging_size / 2 : spill_files_.io_threads() * piece;
+  return std::min(round_up(n, piece), std::max(piece, half / piece * piece));
+}
+
 MemoryReservation BufferResource::staging_reservation(std::size_t bytes) {
   static constexpr std::array<MemoryType, 2> order{MemoryType::PINNED_HOST, MemoryType::HOST};
   return reserve_first_fit(order, bytes);
@@ -313,9 +332,7 @@ std::unique_ptr<Buffer> BufferResource::copy_to_disk(const Buffer& src, MemoryRe
   }
   // DEVICE or DISK source: through two staging halves, the next piece moving while the last
   // is written.
-  const std::size_t piece = spill_files_.piece_size();
-  const std::size_t chunk =
-      std::min(round_up(n, piece), std::max(piece, config_.staging_size / 2 / piece * piece));
+  const std::size_t chunk = staging_chunk(n);
   auto stage_res = staging_reservation(2 * chunk);
   auto stage = allocate(stage_res, 2 * chunk, stream);
   std::array<Event, 2> ready;
@@ -352,9 +369,7 @@ void BufferResource::copy_from_disk(const Buffer& src, Buffer& dst, Stream strea
   }
   // DEVICE destination: read a piece into one staging half while the other is copied up.
   activate_device();
-  const std::size_t piece = spill_files_.piece_size();
-  const std::size_t chunk =
-      std::min(round_up(n, piece), std::max(piece, config_.staging_size / 2 / piece * piece));
+  const std::size_t chunk = staging_chunk(n);
   auto stage_res = staging_reservation(2 * chunk);
   auto stage = allocate(stage_res, 2 * chunk, stream);
   std::array<Event, 2> done;

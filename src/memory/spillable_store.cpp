@@ -17,6 +17,8 @@ SpillableStore::~SpillableStore() {
 
 SpillableStore::Key SpillableStore::insert(std::unique_ptr<Buffer> buf) {
   SPILLWAY_EXPECTS(buf != nullptr, "cannot insert a null buffer");
+  // The store may keep the buffer longer than the caller's stream lives.
+  buf->set_stream(br_.stream());
   std::lock_guard lock(mutex_);
   const Key k = next_key_++;
   entries_.emplace(k, Entry{std::move(buf), false});

@@ -37,6 +37,9 @@ struct OptionValues {
   /// SPILLWAY_PINNED_POOL: use a pinned-host pool for PINNED_HOST (1) or disable that tier (0,
   /// like RapidsMPF's -L). Default 1.
   bool pinned_pool{true};
+  /// SPILLWAY_HOST_CACHE: freed host blocks kept for reuse (bytes or a fraction of host
+  /// memory); cached plus used bytes never exceed the HOST limit. Default 10%.
+  Limit host_cache{Limit::fraction(0.1)};
   /// SPILLWAY_IO_THREADS: threads of the spill I/O pool; default min(cores, 16).
   std::size_t io_threads{0};
   /// SPILLWAY_SPILL_TASK_SIZE: bytes per parallel spill read/write task, each with its own
@@ -44,7 +47,8 @@ struct OptionValues {
   std::size_t spill_task_size{0};
   /// SPILLWAY_SPILL_FILE_SIZE: a spill file takes new blocks until it is this big; default 1 GiB.
   std::size_t spill_file_size{0};
-  /// SPILLWAY_STAGING_SIZE: pinned bounce memory for DEVICE<->DISK copies; default 32 MiB.
+  /// SPILLWAY_STAGING_SIZE: pinned bounce memory for DEVICE<->DISK copies; default 0 = auto:
+  /// two halves of io_threads x spill_task_size, so that every I/O thread has a piece.
   std::size_t staging_size{0};
   /// SPILLWAY_SPILL_PERIOD_MS: period of the background spill thread (0 = off, the default).
   std::chrono::milliseconds spill_period{0};
@@ -66,6 +70,7 @@ void set_disk_limit(Limit l);
 void set_device_allocator(DeviceAllocator a);
 void set_device_pool_size(Limit l);
 void set_pinned_pool(bool enabled);
+void set_host_cache(Limit l);
 void set_io_threads(std::size_t n);
 void set_spill_task_size(std::size_t bytes);
 void set_spill_file_size(std::size_t bytes);

@@ -23,6 +23,9 @@ class BufferResource;
 ///
 /// A buffer filled by an asynchronous copy is "not ready" until the copy has completed on its
 /// stream: use `wait()` before reading it from the host, or order later work on `stream()`.
+/// Device and pinned memory is freed in stream order on `stream()`, so that stream must outlive
+/// the buffer; `set_stream()` hands the buffer to a longer-lived stream (a SpillableStore does
+/// this with the resource's own stream when it takes a buffer).
 class Buffer {
  public:
   ~Buffer();
@@ -43,6 +46,9 @@ class Buffer {
   [[nodiscard]] bool is_ready() const;
   /// Blocks until the buffer is ready. @throws spillway::cuda_error
   void wait() const;
+  /// Makes `stream` the buffer's stream, after all work queued on the old one has completed.
+  /// @throws spillway::cuda_error
+  void set_stream(Stream stream);
   /// The spill-file extent of a DISK buffer (nullptr otherwise); for tests and diagnostics.
   [[nodiscard]] const DiskExtent* disk_extent() const noexcept {
     return extent_ ? &*extent_ : nullptr;

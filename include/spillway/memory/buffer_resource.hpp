@@ -7,6 +7,7 @@
 #include <spillway/core/options.hpp>
 #include <spillway/core/stream.hpp>
 #include <spillway/memory/buffer.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/memory_reservation.hpp>
 #include <spillway/memory/memory_resource.hpp>
 #include <spillway/memory/memory_type.hpp>
@@ -35,13 +36,15 @@ struct BufferResourceConfig {
   Limit device_pool_size{};
   /// Whether the PINNED_HOST tier exists (RapidsMPF's -L turns it off).
   bool pinned_pool{true};
+  /// Freed host blocks kept for reuse (see HostMemoryResource); within the HOST limit.
+  Limit host_cache{Limit::fraction(0.1)};
   /// False forces the CPU path (no DEVICE or PINNED_HOST tier) even where a GPU exists.
   bool use_gpu{true};
   std::string spill_dir{"/tmp"};
   std::size_t io_threads{4};
   std::size_t spill_task_size{8u << 20};
   std::size_t spill_file_size{1u << 30};
-  std::size_t staging_size{32u << 20};
+  std::size_t staging_size{0};  // 0: 2 x io_threads x spill_task_size
   /// Background spilling: period (0 = off) and the free bytes to keep per tier.
   std::chrono::milliseconds spill_period{0};
   std::array<std::size_t, 4> headroom{};
@@ -87,6 +90,8 @@ class BufferResource {
   [[nodiscard]] std::size_t capacity(MemoryType t) const noexcept {
     return tiers_[index(t)].capacity;
   }
+  /// Freed host memory kept for reuse; `used(HOST)` plus this stays within `limit(HOST)`.
+  [[nodiscard]] std::size_t host_cached() const { return host_mr_->cached(); }
   /// The top live tier (DEVICE with a GPU, else HOST).
   [[nodiscard]] MemoryType top_tier() const noexcept;
 
@@ -158,14 +163,18 @@ class BufferResource {
   void free_buffer(Buffer& buf) noexcept;
   void activate_device() const;
   void take(MemoryReservation& res, std::size_t bytes, MemoryType expected) const;
+  void trim_host_cache() noexcept;
   std::unique_ptr<Buffer> copy_to_disk(const Buffer& src, MemoryReservation& res, Stream stream);
   void copy_from_disk(const Buffer& src, Buffer& dst, Stream stream);
+  /// Bytes per staging half for a DEVICE<->DISK copy of `n` bytes (a multiple of the piece).
+  [[nodiscard]] std::size_t staging_chunk(std::size_t n) const;
   MemoryReservation staging_reservation(std::size_t bytes);
 
   BufferResourceConfig config_;
   int device_{-1};
   Statistics statistics_;
   std::array<Tier, 4> tiers_;
+  HostMemoryResource* host_mr_{nullptr};  // tiers_[HOST].mr, typed
   SpillFiles spill_files_;
   OwningStream stream_;
   SpillManager spill_manager_;  // last: its background thread stops first

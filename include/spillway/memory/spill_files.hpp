@@ -79,6 +79,8 @@ class SpillFiles {
   [[nodiscard]] std::size_t free_space() const;
   [[nodiscard]] std::size_t piece_size() const noexcept { return piece_size_; }
   [[nodiscard]] io::ThreadPool& pool() noexcept { return pool_; }
+  /// Threads of the I/O pool, which is also the number of files per group.
+  [[nodiscard]] std::size_t io_threads() const noexcept { return pool_.size(); }
 
  private:
   void ensure_directory();                               // mutex_ held

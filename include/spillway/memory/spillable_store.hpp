@@ -34,7 +34,8 @@ class SpillableStore {
   SpillableStore(SpillableStore&&) = delete;
   SpillableStore& operator=(SpillableStore&&) = delete;
 
-  /// Takes ownership of `buf`; returns its key. @throws spillway::logic_error for nullptr.
+  /// Takes ownership of `buf` (moving it onto the resource's stream, see Buffer::set_stream);
+  /// returns its key. @throws spillway::logic_error for nullptr.
   Key insert(std::unique_ptr<Buffer> buf);
   /// Removes and returns the buffer; when `target` is given and differs from the buffer's tier,
   /// moves it there first (reserving with spilling). @throws spillway::logic_error for an
