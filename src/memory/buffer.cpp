@@ -27,11 +27,11 @@ const std::byte* Buffer::data() const {
   return static_cast<const std::byte*>(ptr_);
 }
 
-void Buffer::set_pending(Stream stream, Event start, std::string stat) {
+void Buffer::set_pending(Stream stream, Event start, std::string_view stat) {
   stream_ = stream;
   pending_ = std::make_unique<Pending>();
   pending_->start = std::move(start);
-  pending_->stat = std::move(stat);
+  pending_->stat = stat;
   pending_->end.record(stream);
 }
 

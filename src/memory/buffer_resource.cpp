@@ -35,8 +35,30 @@ std::string limit_string(std::size_t limit) {
   return limit == unlimited_bytes ? "unlimited" : format_bytes(static_cast<double>(limit));
 }
 
-std::string copy_stat(MemoryType from, MemoryType to) {
-  return "copy-" + std::string(stat_name(from)) + "-to-" + std::string(stat_name(to));
+/// The statistics names, made once (RapidsMPF's spelling): alloc-device,
+/// copy-device-to-pinned_host, spill-device-to-host, spill-host-freed, ...
+struct StatNames {
+  std::array<std::string, 4> alloc, freed;
+  std::array<std::array<std::string, 4>, 4> copy, spill;
+  StatNames() {
+    for (MemoryType a : all_memory_types) {
+      const std::string from(stat_name(a));
+      alloc[index(a)] = "alloc-" + from;
+      freed[index(a)] = "spill-" + from + "-freed";
+      for (MemoryType b : all_memory_types) {
+        const std::string to(stat_name(b));
+        copy[index(a)][index(b)] = "copy-" + from + "-to-" + to;
+        spill[index(a)][index(b)] = "spill-" + from + "-to-" + to;
+      }
+    }
+  }
+};
+const StatNames& names() {
+  static const StatNames n;
+  return n;
+}
+const std::string& copy_stat(MemoryType from, MemoryType to) {
+  return names().copy[index(from)][index(to)];
 }
 
 }  // namespace
@@ -205,8 +227,7 @@ std::optional<MemoryReservation> BufferResource::reserve_or_spill(MemoryType t, 
     const auto t0 = Clock::now();
     const std::size_t freed = deficit == 0 ? 0 : spill_manager_.spill(t, deficit);
     if (freed > 0) {
-      statistics_.add("spill-" + std::string(stat_name(t)) + "-freed", static_cast<double>(freed),
-                      seconds_since(t0));
+      statistics_.add(names().freed[index(t)], static_cast<double>(freed), seconds_since(t0));
       continue;
     }
     // Nothing could be spilled; another thread may have released memory meanwhile.
@@ -273,8 +294,7 @@ std::unique_ptr<Buffer> BufferResource::allocate(MemoryReservation& res, std::si
     res.size_ += bytes;
     throw;
   }
-  statistics_.add("alloc-" + std::string(stat_name(t)), static_cast<double>(bytes),
-                  seconds_since(t0));
+  statistics_.add(names().alloc[index(t)], static_cast<double>(bytes), seconds_since(t0));
   statistics_.memory_profiler().on_allocate(index(t), bytes);
   return std::unique_ptr<Buffer>(new Buffer(*this, t, bytes, ptr, stream));
 }
@@ -454,8 +474,8 @@ bool BufferResource::spill_down(std::unique_ptr<Buffer>& buf, Stream stream) {
   const MemoryType to = res->mem_type();
   const auto t0 = Clock::now();
   buf = move(std::move(buf), *res, stream.handle() != nullptr ? stream : this->stream());
-  statistics_.add("spill-" + std::string(stat_name(from)) + "-to-" + std::string(stat_name(to)),
-                  static_cast<double>(buf->size()), seconds_since(t0));
+  statistics_.add(names().spill[index(from)][index(to)], static_cast<double>(buf->size()),
+                  seconds_since(t0));
   return true;
 }
 

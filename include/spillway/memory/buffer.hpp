@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace spillway {
 
@@ -62,7 +63,8 @@ class Buffer {
       : br_{&br}, type_{MemoryType::DISK}, size_{extent.size}, extent_{std::move(extent)} {}
 
   /// Marks the buffer as filled by an asynchronous copy named `stat` that started at `start`.
-  void set_pending(Stream stream, Event start, std::string stat);
+  /// `stat` must outlive the buffer (the resource's static names do).
+  void set_pending(Stream stream, Event start, std::string_view stat);
   /// Records the completed copy's time in the statistics (once).
   void finish_pending() const;
 
@@ -74,7 +76,7 @@ class Buffer {
   std::optional<DiskExtent> extent_;
   struct Pending {
     Event start, end;
-    std::string stat;
+    std::string_view stat;
   };
   mutable std::unique_ptr<Pending> pending_;
 };
