@@ -97,6 +97,13 @@ OptionValues from_environment() {
   if (auto e = env("SPILLWAY_SPILL_PERIOD_MS")) {
     v.spill_period = std::chrono::milliseconds(parse_bytes(*e, "SPILLWAY_SPILL_PERIOD_MS"));
   }
+  if (auto e = env("SPILLWAY_SPILL_INJECT")) {
+    char* end = nullptr;
+    v.spill_injection = std::strtod(e->c_str(), &end);
+    SPILLWAY_EXPECTS(
+        end != e->c_str() && *end == '\0' && v.spill_injection >= 0 && v.spill_injection <= 1,
+        "SPILLWAY_SPILL_INJECT must be a probability within 0..1, got '" + *e + "'");
+  }
   if (auto e = env("SPILLWAY_LOG_LEVEL")) {
     try {
       v.log_level = parse_log_level(*e);
@@ -191,6 +198,11 @@ void set_staging_size(std::size_t bytes) {
 void set_spill_period(std::chrono::milliseconds period) {
   SPILLWAY_EXPECTS(period.count() >= 0, "the spill period must not be negative");
   update([&](OptionValues& v) { v.spill_period = period; });
+}
+void set_spill_injection(double probability) {
+  SPILLWAY_EXPECTS(probability >= 0 && probability <= 1,
+                   "the spill injection probability must be within 0..1");
+  update([&](OptionValues& v) { v.spill_injection = probability; });
 }
 void set_log_level(LogLevel level) {
   update([&](OptionValues& v) { v.log_level = level; });

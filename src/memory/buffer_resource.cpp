@@ -13,6 +13,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <random>
+#include <thread>
 
 namespace spillway {
 
@@ -77,6 +80,7 @@ BufferResourceConfig BufferResourceConfig::from_options() {
   c.spill_file_size = o.spill_file_size;
   c.staging_size = o.staging_size;
   c.spill_period = o.spill_period;
+  c.spill_injection = o.spill_injection;
   return c;
 }
 
@@ -220,6 +224,14 @@ std::optional<MemoryReservation> BufferResource::try_reserve(MemoryType t, std::
 
 std::optional<MemoryReservation> BufferResource::reserve_or_spill(MemoryType t, std::size_t bytes) {
   if (bytes > limit(t)) return std::nullopt;
+  if (config_.spill_injection > 0) {
+    thread_local std::minstd_rand rng(
+        static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
+    if (std::uniform_real_distribution<double>(0, 1)(rng) < config_.spill_injection) {
+      statistics_.add_count("spill-injected");
+      spill_manager_.spill(t, std::max<std::size_t>(bytes, 1));
+    }
+  }
   for (;;) {
     if (try_charge(t, bytes)) return MemoryReservation(this, t, bytes);
     const std::size_t u = used(t);
@@ -437,19 +449,20 @@ std::unique_ptr<Buffer> BufferResource::copy(const Buffer& src, MemoryReservatio
   return dst;
 }
 
-std::unique_ptr<Buffer> BufferResource::move(std::unique_ptr<Buffer> buf, MemoryReservation& res,
+std::unique_ptr<Buffer> BufferResource::move(std::unique_ptr<Buffer>&& buf, MemoryReservation& res,
                                              Stream stream) {
   SPILLWAY_EXPECTS(buf != nullptr, "move of a null buffer");
-  if (buf->mem_type() == res.mem_type()) return buf;
-  auto dst = copy(*buf, res, stream);
-  dst->wait();  // the source may be freed only after the copy has read it
+  if (buf->mem_type() == res.mem_type()) return std::move(buf);
+  auto dst = copy(*buf, res, stream);  // may throw: `buf` is still the caller's
+  dst->wait();                         // the source may be freed only after the copy has read it
+  buf.reset();
   return dst;
 }
 
-std::unique_ptr<Buffer> BufferResource::move(std::unique_ptr<Buffer> buf, MemoryType t,
+std::unique_ptr<Buffer> BufferResource::move(std::unique_ptr<Buffer>&& buf, MemoryType t,
                                              Stream stream) {
   SPILLWAY_EXPECTS(buf != nullptr, "move of a null buffer");
-  if (buf->mem_type() == t) return buf;
+  if (buf->mem_type() == t) return std::move(buf);
   auto res = reserve(t, buf->size());
   return move(std::move(buf), res, stream);
 }
@@ -473,7 +486,8 @@ bool BufferResource::spill_down(std::unique_ptr<Buffer>& buf, Stream stream) {
   if (!res) return false;
   const MemoryType to = res->mem_type();
   const auto t0 = Clock::now();
-  buf = move(std::move(buf), *res, stream.handle() != nullptr ? stream : this->stream());
+  auto moved = move(std::move(buf), *res, stream.handle() != nullptr ? stream : this->stream());
+  buf = std::move(moved);
   statistics_.add(names().spill[index(from)][index(to)], static_cast<double>(buf->size()),
                   seconds_since(t0));
   return true;

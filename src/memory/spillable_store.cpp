@@ -35,7 +35,17 @@ std::unique_ptr<Buffer> SpillableStore::extract(Key key, std::optional<MemoryTyp
     buf = std::move(it->second.buf);
     entries_.erase(it);
   }
-  if (target && *target != buf->mem_type()) buf = br_.move(std::move(buf), *target);
+  if (target && *target != buf->mem_type()) {
+    try {
+      auto moved = br_.move(std::move(buf), *target);
+      return moved;
+    } catch (...) {
+      // The move failed and left the buffer with us: keep it in the store, nothing is lost.
+      std::lock_guard lock(mutex_);
+      entries_.emplace(key, Entry{std::move(buf), false});
+      throw;
+    }
+  }
   return buf;
 }
 

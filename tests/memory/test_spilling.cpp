@@ -233,3 +233,76 @@ TEST(Spilling, DeviceToDiskDirectlyAndBack) {
   auto back = br.move(std::move(disk), MemoryType::DEVICE);
   EXPECT_EQ(test::verify(br, *back, 77), 5 * MiB + 3);
 }
+
+TEST(Spilling, InjectedSpillsAtRandomPointsLoseNothing) {
+  TempDir dir;
+  for (int threads : {1, 3}) {
+    auto cfg = test::small_config(dir.path());
+    cfg.spill_injection = 0.5;  // no limit at all: every spill here is forced
+    BufferResource br(cfg);
+    SpillableStore store(br);
+    const MemoryType top = br.top_tier();
+    fill_and_check(br, store, top, 40, 200 * KiB + 3, threads, top);
+    const auto injected = br.statistics().get("spill-injected");
+    ASSERT_TRUE(injected.has_value());
+    EXPECT_GT(injected->count, 10u);
+    EXPECT_TRUE(br.statistics().get("spill-host-to-disk").has_value() ||
+                br.statistics().get("spill-device-to-pinned_host").has_value());
+  }
+}
+
+TEST(Spilling, FullFileSystemIsAClearErrorAndKeepsTheData) {
+  TempDir dir;
+  const std::string mnt = dir.path() + "/small";
+  ASSERT_EQ(::mkdir(mnt.c_str(), 0700), 0);
+  const std::string mount = "mount -t tmpfs -o size=1m tmpfs '" + mnt + "' 2>/dev/null";
+  if (std::system(mount.c_str()) != 0) GTEST_SKIP() << "cannot mount a small tmpfs here";
+  struct Unmount {
+    std::string m;
+    ~Unmount() { (void)std::system(("umount '" + m + "'").c_str()); }
+  } unmount{mnt};
+  {
+    auto cfg = test::small_config(mnt);
+    cfg.use_gpu = false;
+    BufferResource br(cfg);
+    auto buf = test::make_host(br, 4 * MiB, 21);
+    try {
+      auto disk = br.move(std::move(buf), MemoryType::DISK);
+      FAIL() << "wrote 4 MiB into a 1 MiB file system";
+    } catch (const io_error& e) {
+      EXPECT_NE(std::string(e.what()).find("the file system is full"), std::string::npos)
+          << e.what();
+    }
+    ASSERT_NE(buf, nullptr)
+        << "the failed move lost the buffer";  // NOLINT(bugprone-use-after-move)
+    EXPECT_EQ(test::verify(br, *buf, 21), 4 * MiB);
+    EXPECT_EQ(br.used(MemoryType::DISK), 0u);
+  }
+  // Through a store: the failed spill leaves the buffer in the store, intact.
+  auto cfg = test::small_config(mnt);
+  cfg.use_gpu = false;
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(5 * MiB);
+  BufferResource br(cfg);
+  SpillableStore store(br);
+  const auto key = store.insert(test::make_host(br, 4 * MiB, 22));
+  EXPECT_THROW((void)test::make_host(br, 2 * MiB, 23), io_error);
+  auto back = store.extract(key);
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ(test::verify(br, *back, 22), 4 * MiB);
+}
+
+TEST(Spilling, FailedExtractKeepsTheBufferInTheStore) {
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.use_gpu = false;
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(MiB);
+  BufferResource br(cfg);
+  SpillableStore store(br);
+  const auto key = store.insert(br.move(test::make_host(br, 512 * KiB, 8), MemoryType::DISK));
+  auto hog = br.reserve(MemoryType::HOST, MiB);  // HOST full and nothing spillable
+  EXPECT_THROW((void)store.extract(key, MemoryType::HOST), out_of_memory);
+  EXPECT_EQ(store.size(), 1u);
+  hog.release();
+  auto buf = store.extract(key, MemoryType::HOST);
+  EXPECT_EQ(test::verify(br, *buf, 8), 512 * KiB);
+}

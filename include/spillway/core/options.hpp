@@ -52,6 +52,9 @@ struct OptionValues {
   std::size_t staging_size{0};
   /// SPILLWAY_SPILL_PERIOD_MS: period of the background spill thread (0 = off, the default).
   std::chrono::milliseconds spill_period{0};
+  /// SPILLWAY_SPILL_INJECT: probability (0..1) that a reservation first spills its tier even
+  /// without pressure — a test knob that forces spilling at random points. Default 0.
+  double spill_injection{0};
   /// SPILLWAY_LOG_LEVEL: none | error | warn | info | debug | trace; default warn.
   LogLevel log_level{LogLevel::warn};
 };
@@ -76,6 +79,7 @@ void set_spill_task_size(std::size_t bytes);
 void set_spill_file_size(std::size_t bytes);
 void set_staging_size(std::size_t bytes);
 void set_spill_period(std::chrono::milliseconds period);
+void set_spill_injection(double probability);
 void set_log_level(LogLevel level);
 
 /// Reads the SPILLWAY_* variables again into the settings (tests use this after setenv).

@@ -49,6 +49,8 @@ struct BufferResourceConfig {
   std::chrono::milliseconds spill_period{0};
   std::array<std::size_t, 4> headroom{};
   bool statistics{true};
+  /// Probability that a reservation spills its tier first even without pressure (tests).
+  double spill_injection{0};
 
   /// The configuration the current options (and SPILLWAY_* variables) describe.
   static BufferResourceConfig from_options();
@@ -120,11 +122,12 @@ class BufferResource {
   std::unique_ptr<Buffer> copy(const Buffer& src, MemoryReservation& reservation,
                                Stream stream = {});
   /// Moves `buf` to the reservation's tier (a copy, then the source is freed once the copy has
-  /// completed). Returns `buf` itself when it is already there.
-  std::unique_ptr<Buffer> move(std::unique_ptr<Buffer> buf, MemoryReservation& reservation,
+  /// completed). Returns `buf` itself when it is already there. If the move fails (an exception),
+  /// `buf` is left untouched with the caller: no data is lost.
+  std::unique_ptr<Buffer> move(std::unique_ptr<Buffer>&& buf, MemoryReservation& reservation,
                                Stream stream = {});
-  /// reserve(t, size) then move.
-  std::unique_ptr<Buffer> move(std::unique_ptr<Buffer> buf, MemoryType t, Stream stream = {});
+  /// reserve(t, size) then move; on failure `buf` stays with the caller.
+  std::unique_ptr<Buffer> move(std::unique_ptr<Buffer>&& buf, MemoryType t, Stream stream = {});
   /// Moves `buf` one step down (spill_targets order: first a tier with room, else a lower one
   /// after spilling it). Returns false, leaving `buf` as it was, when no lower tier has room;
   /// throws only on real failures (I/O, CUDA). Used by spill functions.

@@ -39,7 +39,8 @@ class SpillableStore {
   Key insert(std::unique_ptr<Buffer> buf);
   /// Removes and returns the buffer; when `target` is given and differs from the buffer's tier,
   /// moves it there first (reserving with spilling). @throws spillway::logic_error for an
-  /// unknown key, spillway::out_of_memory when the target tier cannot take it.
+  /// unknown key, spillway::out_of_memory when the target tier cannot take it (the buffer then
+  /// stays in the store under the same key).
   std::unique_ptr<Buffer> extract(Key key, std::optional<MemoryType> target = std::nullopt);
 
   [[nodiscard]] std::size_t size() const;
