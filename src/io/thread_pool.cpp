@@ -5,6 +5,7 @@
 #include <atomic>
 #include <exception>
 #include <memory>
+#include <utility>
 
 namespace spillway::io {
 
@@ -75,9 +76,15 @@ void ThreadPool::parallel_for(std::size_t ntasks, const std::function<void(std::
   const std::size_t helpers = std::min(ntasks - 1, workers_.size());
   for (std::size_t h = 0; h < helpers; ++h) enqueue(worker);
   worker();
-  std::unique_lock lock(shared->mutex);
-  shared->done_cv.wait(lock, [&] { return shared->done == ntasks; });
-  if (shared->error) std::rethrow_exception(shared->error);
+  std::exception_ptr error;
+  {
+    std::unique_lock lock(shared->mutex);
+    shared->done_cv.wait(lock, [&] { return shared->done == ntasks; });
+    // Take the exception out: a helper may drop its reference to `shared` later, and must not
+    // release the exception while this thread is using it.
+    error = std::exchange(shared->error, nullptr);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace spillway::io
