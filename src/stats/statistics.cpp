@@ -2,6 +2,7 @@
 
 #include <spillway/core/units.hpp>
 
+#include <array>
 #include <cstdio>
 
 namespace spillway {
@@ -60,6 +61,11 @@ void Statistics::clear() {
   stats_.clear();
 }
 
+namespace {
+constexpr std::array<const char*, MemoryProfiler::num_tiers> tier_names{"device", "pinned_host",
+                                                                        "host", "disk"};
+}  // namespace
+
 std::string Statistics::report(std::string_view header) const {
   std::string out(header);
   out += "\n";
@@ -78,6 +84,9 @@ std::string Statistics::report(std::string_view header) const {
     }
     out += " (" + std::to_string(s.count) + (s.count == 1 ? " call)" : " calls)") + "\n";
   }
+  for (std::size_t t = 0; t < MemoryProfiler::num_tiers; ++t) {
+    if (!profiler_.records(t).empty()) out += profiler_.report(t, tier_names[t]);
+  }
   return out;
 }
 
@@ -95,11 +104,10 @@ std::string Statistics::to_json() const {
     out += num;
   }
   out += "},\"memory_profile\":{";
-  static constexpr const char* tiers[] = {"device", "pinned_host", "host", "disk"};
   for (std::size_t t = 0; t < MemoryProfiler::num_tiers; ++t) {
     if (t > 0) out += ',';
     out += '"';
-    out += tiers[t];
+    out += tier_names[t];
     out += "\":";
     out += profiler_.to_json(t);
   }

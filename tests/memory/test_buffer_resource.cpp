@@ -228,3 +228,27 @@ TEST(BufferResource, ReserveFirstFitLandsLowerWithoutEvicting) {
   auto r2 = br.reserve_first_fit(order, 512 * KiB);
   EXPECT_EQ(r2.mem_type(), MemoryType::HOST);
 }
+
+TEST(BufferResource, MemoryProfileSeesAllocationsFromEveryThread) {
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.use_gpu = false;
+  BufferResource br(cfg);
+  {
+    SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "two_threads");
+    auto mine = br.allocate(MemoryType::HOST, MiB);
+    std::thread other([&] { auto theirs = br.allocate(MemoryType::HOST, 2 * MiB); });
+    other.join();
+  }
+  const auto recs = br.statistics().memory_profiler().records(index(MemoryType::HOST));
+  ASSERT_EQ(recs.size(), 1u);
+  const MemoryRecord& r = recs.begin()->second;
+  EXPECT_EQ(r.ncalls, 1u);
+  EXPECT_EQ(r.peak, static_cast<std::int64_t>(3 * MiB));
+  EXPECT_EQ(r.accum, static_cast<std::int64_t>(3 * MiB));
+  EXPECT_EQ(r.max_alloc, static_cast<std::int64_t>(2 * MiB));
+  const std::string report = br.statistics().report();
+  EXPECT_NE(report.find("alloc-host: 3.00 MiB"), std::string::npos) << report;
+  EXPECT_NE(report.find("Memory profiling (host)"), std::string::npos) << report;
+  EXPECT_NE(report.find("(two_threads)"), std::string::npos) << report;
+}
