@@ -32,6 +32,13 @@ class io_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Bytes that should describe data do not (corrupt or truncated packed metadata, inconsistent
+/// lengths or offsets): they came from another process or a file, not from a bug here.
+class corrupt_data_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 /// A communication failure (a peer died, timed out or sent malformed bytes).
 class comm_error : public std::runtime_error {
  public:

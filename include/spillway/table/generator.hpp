@@ -1,0 +1,31 @@
+#pragma once
+/// @file generator.hpp
+/// Seeded random tables for tests and benchmarks.
+
+#include <spillway/memory/buffer_resource.hpp>
+#include <spillway/table/table.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace spillway {
+
+struct RandomTableOptions {
+  std::size_t rows{0};
+  std::vector<TypeId> types{TypeId::INT32};
+  /// Values are drawn from [0, key_cardinality) (0: the type's full range; strings: any).
+  std::uint64_t key_cardinality{0};
+  /// This fraction of rows takes the value 0 (one hot key).
+  double skew{0};
+  /// This fraction of rows is null (0: no null mask at all).
+  double null_fraction{0};
+  std::size_t min_string{0};
+  std::size_t max_string{16};
+  std::uint64_t seed{42};
+};
+
+/// A HOST table of random values; the same options always give the same table.
+Table random_table(const RandomTableOptions& options, BufferResource& br);
+
+}  // namespace spillway

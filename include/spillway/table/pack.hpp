@@ -1,0 +1,51 @@
+#pragma once
+/// @file pack.hpp
+/// Packing tables into one contiguous payload and back (CPU implementation, host memory).
+
+#include <spillway/memory/buffer_resource.hpp>
+#include <spillway/table/column_view.hpp>
+#include <spillway/table/packed_data.hpp>
+#include <spillway/table/table.hpp>
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace spillway {
+
+/// A table unpacked without copying: views into the payload it keeps alive. Move-only.
+class UnpackedTable {
+ public:
+  UnpackedTable(PackedData packed, TableView view)
+      : packed_{std::move(packed)}, view_{std::move(view)} {}
+  [[nodiscard]] const TableView& view() const noexcept { return view_; }
+  [[nodiscard]] const PackedData& packed() const noexcept { return packed_; }
+
+ private:
+  PackedData packed_;
+  TableView view_;
+};
+
+/// Packs `table` (host memory) into a HOST payload. @throws spillway::out_of_memory
+PackedData pack(const TableView& table, BufferResource& br);
+
+/// Splits `table` at the row indices `splits` (ascending, each ≤ rows) into splits.size() + 1
+/// parts and packs each into its own HOST payload, without an intermediate table.
+/// @throws spillway::logic_error for bad split points.
+std::vector<PackedData> split_and_pack(const TableView& table, std::span<const std::size_t> splits,
+                                       BufferResource& br);
+
+/// Views the payload as a table after checking every length and offset (the metadata and, for
+/// strings, the offsets themselves). The payload must be host memory.
+/// @throws spillway::corrupt_data_error naming the problem; spillway::logic_error for a payload
+///         that is not in host memory.
+UnpackedTable unpack(PackedData packed);
+
+/// Concatenates tables of the same schema into one new HOST table.
+/// @throws spillway::logic_error when the schemas differ.
+Table concat(std::span<const TableView> tables, BufferResource& br);
+
+/// unpack() each, then concat(); the schemas must agree.
+Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br);
+
+}  // namespace spillway

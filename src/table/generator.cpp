@@ -1,0 +1,78 @@
+#include <spillway/table/generator.hpp>
+
+#include <spillway/core/error.hpp>
+
+#include <cstring>
+#include <random>
+
+namespace spillway {
+
+namespace {
+std::uint64_t draw(std::mt19937_64& rng, const RandomTableOptions& o) {
+  if (o.skew > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < o.skew) return 0;
+  const std::uint64_t v = rng();
+  return o.key_cardinality > 0 ? v % o.key_cardinality : v;
+}
+}  // namespace
+
+Table random_table(const RandomTableOptions& o, BufferResource& br) {
+  SPILLWAY_EXPECTS(o.null_fraction >= 0 && o.null_fraction <= 1 && o.skew >= 0 && o.skew <= 1,
+                   "null_fraction and skew must be within [0, 1]");
+  SPILLWAY_EXPECTS(o.min_string <= o.max_string, "min_string must not exceed max_string");
+  std::vector<Column> columns;
+  std::vector<std::string> names;
+  for (std::size_t c = 0; c < o.types.size(); ++c) {
+    const TypeId type = o.types[c];
+    std::mt19937_64 rng(o.seed * 1000003 + c);
+    std::unique_ptr<Buffer> mask;
+    if (o.null_fraction > 0) {
+      mask = br.allocate(MemoryType::HOST, mask_bytes(o.rows));
+      auto* m = reinterpret_cast<std::uint8_t*>(mask->data());
+      std::memset(m, 0, mask->size());
+      std::bernoulli_distribution valid(1 - o.null_fraction);
+      for (std::size_t i = 0; i < o.rows; ++i) {
+        if (valid(rng)) m[i / 8] = static_cast<std::uint8_t>(m[i / 8] | (1U << (i % 8)));
+      }
+    }
+    if (type == TypeId::STRING) {
+      std::vector<std::int32_t> off(o.rows + 1, 0);
+      std::string chars;
+      for (std::size_t i = 0; i < o.rows; ++i) {
+        const std::uint64_t key = draw(rng, o);
+        // The same key always gives the same string, so cardinality and skew carry over.
+        std::mt19937_64 krng(key);
+        const std::size_t n = o.min_string + krng() % (o.max_string - o.min_string + 1);
+        for (std::size_t k = 0; k < n; ++k) chars.push_back(static_cast<char>('a' + krng() % 26));
+        SPILLWAY_EXPECTS(chars.size() <= static_cast<std::size_t>(INT32_MAX),
+                         "random_table: too many characters for int32 offsets");
+        off[i + 1] = static_cast<std::int32_t>(chars.size());
+      }
+      auto data = br.allocate(MemoryType::HOST, chars.size());
+      if (!chars.empty()) std::memcpy(data->data(), chars.data(), chars.size());
+      auto offsets = br.allocate(MemoryType::HOST, off.size() * sizeof(std::int32_t));
+      std::memcpy(offsets->data(), off.data(), offsets->size());
+      columns.emplace_back(type, o.rows, std::move(data), std::move(offsets), std::move(mask));
+    } else {
+      const std::size_t w = size_of(type);
+      auto data = br.allocate(MemoryType::HOST, o.rows * w);
+      for (std::size_t i = 0; i < o.rows; ++i) {
+        std::uint64_t v = draw(rng, o);
+        if (type == TypeId::BOOL8) v &= 1;
+        if (type == TypeId::FLOAT32) {
+          const float f = static_cast<float>(static_cast<std::int64_t>(v)) * 0.5F;
+          std::memcpy(data->data() + i * w, &f, w);
+        } else if (type == TypeId::FLOAT64) {
+          const double d = static_cast<double>(static_cast<std::int64_t>(v)) * 0.25;
+          std::memcpy(data->data() + i * w, &d, w);
+        } else {
+          std::memcpy(data->data() + i * w, &v, w);  // little-endian: the low bytes
+        }
+      }
+      columns.emplace_back(type, o.rows, std::move(data), nullptr, std::move(mask));
+    }
+    names.push_back("c" + std::to_string(c));
+  }
+  return Table(std::move(columns), std::move(names));
+}
+
+}  // namespace spillway

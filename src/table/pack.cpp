@@ -1,0 +1,200 @@
+#include <spillway/table/pack.hpp>
+
+#include <spillway/core/error.hpp>
+#include <spillway/stats/memory_profiler.hpp>
+
+#include "cpu_threads.hpp"
+#include "pack_format.hpp"
+
+#include <cstring>
+
+namespace spillway {
+
+namespace {
+
+/// Writes rows [a, b) of `t` into `payload` laid out as `layout`.
+void write_part(const TableView& t, const detail::PackLayout& layout, std::size_t a, std::size_t b,
+                std::byte* payload) {
+  const std::size_t rows = b - a;
+  for (std::size_t c = 0; c < t.num_columns(); ++c) {
+    const ColumnView& col = t.columns[c];
+    const detail::ColumnLayout& cl = layout.columns[c];
+    if (cl.nullable) {
+      auto* mask = reinterpret_cast<std::uint8_t*>(payload + cl.mask.offset);
+      std::memset(mask, 0, cl.mask.size);
+      detail::copy_bits(mask, 0, col.null_mask, a, rows);
+    }
+    if (col.type == TypeId::STRING) {
+      auto* off = reinterpret_cast<std::int32_t*>(payload + cl.offsets.offset);
+      const std::int32_t base = col.offsets[a];
+      for (std::size_t i = 0; i <= rows; ++i) off[i] = col.offsets[a + i] - base;
+      if (cl.data.size > 0) {
+        std::memcpy(payload + cl.data.offset, static_cast<const char*>(col.data) + base,
+                    cl.data.size);
+      }
+    } else if (rows > 0) {
+      const std::size_t w = size_of(col.type);
+      std::memcpy(payload + cl.data.offset, static_cast<const std::byte*>(col.data) + a * w,
+                  rows * w);
+    }
+  }
+}
+
+std::vector<std::size_t> string_chars(const TableView& t, std::size_t a, std::size_t b) {
+  std::vector<std::size_t> chars(t.num_columns(), 0);
+  for (std::size_t c = 0; c < t.num_columns(); ++c) {
+    const ColumnView& col = t.columns[c];
+    if (col.type == TypeId::STRING && col.size > 0) {
+      chars[c] = static_cast<std::size_t>(col.offsets[b] - col.offsets[a]);
+    }
+  }
+  return chars;
+}
+
+}  // namespace
+
+std::vector<PackedData> split_and_pack(const TableView& table, std::span<const std::size_t> splits,
+                                       BufferResource& br) {
+  SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "split_and_pack");
+  const std::size_t rows = table.num_rows();
+  std::vector<std::size_t> bounds{0};
+  for (std::size_t s : splits) {
+    SPILLWAY_EXPECTS(s >= bounds.back() && s <= rows,
+                     "split points must be ascending and at most the row count (" +
+                         std::to_string(rows) + "), got " + std::to_string(s));
+    bounds.push_back(s);
+  }
+  bounds.push_back(rows);
+  const std::size_t nparts = bounds.size() - 1;
+  std::vector<detail::PackLayout> layouts;
+  std::vector<PackedData> out(nparts);
+  for (std::size_t p = 0; p < nparts; ++p) {
+    layouts.push_back(detail::make_layout(table, bounds[p + 1] - bounds[p],
+                                          string_chars(table, bounds[p], bounds[p + 1])));
+    out[p].metadata = detail::encode(layouts[p]);
+    out[p].payload = br.allocate(MemoryType::HOST, layouts[p].payload_size);
+  }
+  detail::cpu_pool().parallel_for(nparts, [&](std::size_t p) {
+    write_part(table, layouts[p], bounds[p], bounds[p + 1], out[p].payload->data());
+  });
+  return out;
+}
+
+PackedData pack(const TableView& table, BufferResource& br) {
+  return std::move(split_and_pack(table, {}, br).front());
+}
+
+UnpackedTable unpack(PackedData packed) {
+  SPILLWAY_EXPECTS(packed.payload != nullptr, "unpack: the packed data has no payload");
+  const Buffer& payload = *packed.payload;
+  SPILLWAY_EXPECTS(is_host_accessible(payload.mem_type()),
+                   "unpack: the payload is in " + std::string(to_string(payload.mem_type())) +
+                       "; the CPU unpack reads host memory (move it to HOST first)");
+  payload.wait();
+  const detail::PackLayout layout = detail::decode(packed.metadata, payload.size());
+  const std::byte* base = payload.size() > 0 ? payload.data() : nullptr;
+  TableView view;
+  for (std::size_t c = 0; c < layout.columns.size(); ++c) {
+    const detail::ColumnLayout& cl = layout.columns[c];
+    ColumnView col;
+    col.type = cl.type;
+    col.size = layout.num_rows;
+    col.data = cl.data.size > 0 ? base + cl.data.offset : nullptr;
+    if (cl.nullable) col.null_mask = reinterpret_cast<const std::uint8_t*>(base + cl.mask.offset);
+    if (cl.type == TypeId::STRING) {
+      const auto* off = reinterpret_cast<const std::int32_t*>(base + cl.offsets.offset);
+      if (off[0] != 0) {
+        throw corrupt_data_error("spillway: corrupt packed data: column " + std::to_string(c) +
+                                 " string offsets start at " + std::to_string(off[0]) + ", not 0");
+      }
+      for (std::size_t i = 0; i < layout.num_rows; ++i) {
+        if (off[i + 1] < off[i]) {
+          throw corrupt_data_error("spillway: corrupt packed data: column " + std::to_string(c) +
+                                   " string offsets decrease at row " + std::to_string(i));
+        }
+      }
+      if (static_cast<std::uint64_t>(off[layout.num_rows]) != cl.data.size) {
+        throw corrupt_data_error("spillway: corrupt packed data: column " + std::to_string(c) +
+                                 " string offsets end at " + std::to_string(off[layout.num_rows]) +
+                                 " but there are " + std::to_string(cl.data.size) + " characters");
+      }
+      col.offsets = off;
+    }
+    view.columns.push_back(col);
+    view.names.push_back(cl.name);
+  }
+  return UnpackedTable(std::move(packed), std::move(view));
+}
+
+Table concat(std::span<const TableView> tables, BufferResource& br) {
+  SPILLWAY_EXPECTS(!tables.empty(), "concat needs at least one table");
+  const TableView& first = tables.front();
+  std::size_t rows = 0;
+  for (const TableView& t : tables) {
+    SPILLWAY_EXPECTS(t.num_columns() == first.num_columns(),
+                     "concat: tables have different numbers of columns");
+    for (std::size_t c = 0; c < t.num_columns(); ++c) {
+      SPILLWAY_EXPECTS(t.columns[c].type == first.columns[c].type,
+                       "concat: column " + std::to_string(c) + " is " +
+                           std::string(to_string(t.columns[c].type)) + " in one table and " +
+                           std::string(to_string(first.columns[c].type)) + " in another");
+    }
+    rows += t.num_rows();
+  }
+  std::vector<Column> columns;
+  for (std::size_t c = 0; c < first.num_columns(); ++c) {
+    const TypeId type = first.columns[c].type;
+    bool nullable = false;
+    std::size_t chars = 0;
+    for (const TableView& t : tables) {
+      nullable = nullable || t.columns[c].nullable();
+      if (type == TypeId::STRING) chars += t.columns[c].data_bytes();
+    }
+    SPILLWAY_EXPECTS(chars <= static_cast<std::size_t>(INT32_MAX),
+                     "concat: more characters than int32 offsets allow");
+    auto data =
+        br.allocate(MemoryType::HOST, type == TypeId::STRING ? chars : rows * size_of(type));
+    std::unique_ptr<Buffer> offsets;
+    std::unique_ptr<Buffer> mask;
+    if (type == TypeId::STRING) offsets = br.allocate(MemoryType::HOST, (rows + 1) * 4);
+    if (nullable) {
+      mask = br.allocate(MemoryType::HOST, mask_bytes(rows));
+      std::memset(mask->data(), 0, mask->size());
+    }
+    std::size_t row = 0;
+    std::int32_t char_at = 0;
+    auto* off = offsets ? reinterpret_cast<std::int32_t*>(offsets->data()) : nullptr;
+    if (off != nullptr) off[0] = 0;
+    for (const TableView& t : tables) {
+      const ColumnView& col = t.columns[c];
+      if (mask) {
+        detail::copy_bits(reinterpret_cast<std::uint8_t*>(mask->data()), row, col.null_mask, 0,
+                          col.size);
+      }
+      if (type == TypeId::STRING) {
+        const std::size_t n = col.data_bytes();
+        if (n > 0) std::memcpy(data->data() + char_at, col.data, n);
+        for (std::size_t i = 0; i < col.size; ++i) off[row + i + 1] = char_at + col.offsets[i + 1];
+        char_at += static_cast<std::int32_t>(n);
+      } else if (col.size > 0) {
+        std::memcpy(data->data() + row * size_of(type), col.data, col.size * size_of(type));
+      }
+      row += col.size;
+    }
+    columns.emplace_back(type, rows, std::move(data), std::move(offsets), std::move(mask));
+  }
+  return Table(std::move(columns), first.names);
+}
+
+Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br) {
+  SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "unpack_and_concat");
+  std::vector<UnpackedTable> parts;
+  std::vector<TableView> views;
+  for (auto& p : packed) {
+    parts.push_back(unpack(std::move(p)));
+    views.push_back(parts.back().view());
+  }
+  return concat(views, br);
+}
+
+}  // namespace spillway

@@ -1,0 +1,198 @@
+#include "pack_format.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
+
+#include <cstring>
+
+namespace spillway::detail {
+
+namespace {
+
+[[noreturn]] void corrupt(const std::string& what) {
+  throw corrupt_data_error("spillway: corrupt packed metadata: " + what);
+}
+
+class Writer {
+ public:
+  template <typename T>
+  void put(T v) {
+    const auto at = out_.size();
+    out_.resize(at + sizeof(T));
+    std::memcpy(out_.data() + at, &v, sizeof(T));
+  }
+  void put_bytes(const std::string& s) { out_.insert(out_.end(), s.begin(), s.end()); }
+  std::vector<std::uint8_t> take() { return std::move(out_); }
+
+ private:
+  std::vector<std::uint8_t> out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::uint8_t> in) : in_{in} {}
+  template <typename T>
+  T get(const char* field) {
+    need(sizeof(T), field);
+    T v;
+    std::memcpy(&v, in_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::string get_string(std::size_t n, const char* field) {
+    need(n, field);
+    std::string s(reinterpret_cast<const char*>(in_.data() + pos_), n);
+    pos_ += n;
+    return s;
+  }
+  [[nodiscard]] std::size_t remaining() const { return in_.size() - pos_; }
+
+ private:
+  void need(std::size_t n, const char* field) const {
+    if (n > in_.size() - pos_) {
+      corrupt("truncated: " + std::string(field) + " needs " + std::to_string(n) +
+              " bytes at offset " + std::to_string(pos_) + " of " + std::to_string(in_.size()));
+    }
+  }
+  std::span<const std::uint8_t> in_;
+  std::size_t pos_{0};
+};
+
+constexpr std::size_t column_fixed_bytes = 1 + 1 + 2 + 4 + 6 * 8;
+
+void check_span(const BufferSpan& s, std::uint64_t expected, std::size_t align,
+                std::uint64_t payload, std::size_t col, const char* which) {
+  const std::string where = "column " + std::to_string(col) + " " + which;
+  if (s.size != expected) {
+    corrupt(where + " has " + std::to_string(s.size) + " bytes, expected " +
+            std::to_string(expected));
+  }
+  if (s.size == 0) return;
+  if (s.offset > payload || s.size > payload - s.offset) {
+    corrupt(where + " [" + std::to_string(s.offset) + ", +" + std::to_string(s.size) +
+            ") lies outside the " + std::to_string(payload) + "-byte payload");
+  }
+  if (s.offset % align != 0) {
+    corrupt(where + " offset " + std::to_string(s.offset) + " is not aligned to " +
+            std::to_string(align));
+  }
+}
+
+}  // namespace
+
+PackLayout make_layout(const TableView& schema, std::size_t rows,
+                       std::span<const std::size_t> chars) {
+  PackLayout l;
+  l.num_rows = rows;
+  std::uint64_t at = 0;
+  auto place = [&](std::uint64_t size) {
+    BufferSpan s{size == 0 ? 0 : at, size};
+    if (size > 0) at = round_up(at + size, payload_alignment);
+    return s;
+  };
+  for (std::size_t c = 0; c < schema.num_columns(); ++c) {
+    const ColumnView& col = schema.columns[c];
+    ColumnLayout cl;
+    cl.type = col.type;
+    cl.nullable = col.nullable();
+    cl.name = c < schema.names.size() ? schema.names[c] : std::string();
+    cl.mask = place(cl.nullable ? mask_bytes(rows) : 0);
+    if (col.type == TypeId::STRING) {
+      cl.offsets = place((rows + 1) * sizeof(std::int32_t));
+      cl.data = place(chars[c]);
+    } else {
+      cl.data = place(rows * size_of(col.type));
+    }
+    l.columns.push_back(std::move(cl));
+  }
+  l.payload_size = at;
+  return l;
+}
+
+std::vector<std::uint8_t> encode(const PackLayout& l) {
+  Writer w;
+  w.put(pack_magic);
+  w.put(pack_version);
+  w.put(std::uint16_t{0});
+  w.put(static_cast<std::uint32_t>(l.columns.size()));
+  w.put(l.num_rows);
+  w.put(l.payload_size);
+  for (const auto& c : l.columns) {
+    w.put(static_cast<std::uint8_t>(c.type));
+    w.put(static_cast<std::uint8_t>(c.nullable ? 1 : 0));
+    w.put(std::uint16_t{0});
+    w.put(static_cast<std::uint32_t>(c.name.size()));
+    w.put_bytes(c.name);
+    for (const BufferSpan* s : {&c.mask, &c.offsets, &c.data}) {
+      w.put(s->offset);
+      w.put(s->size);
+    }
+  }
+  return w.take();
+}
+
+PackLayout decode(std::span<const std::uint8_t> metadata, std::size_t payload_size) {
+  Reader r(metadata);
+  if (r.get<std::uint32_t>("magic") != pack_magic) corrupt("bad magic (not spillway data)");
+  const auto version = r.get<std::uint16_t>("version");
+  if (version != pack_version) {
+    corrupt("unsupported format version " + std::to_string(version) + " (this build reads " +
+            std::to_string(pack_version) + ")");
+  }
+  if (r.get<std::uint16_t>("reserved") != 0) corrupt("reserved header bits are set");
+  const auto ncols = r.get<std::uint32_t>("num_columns");
+  PackLayout l;
+  l.num_rows = r.get<std::uint64_t>("num_rows");
+  l.payload_size = r.get<std::uint64_t>("payload_size");
+  if (l.payload_size != payload_size) {
+    corrupt("metadata describes a " + std::to_string(l.payload_size) +
+            "-byte payload, but the payload has " + std::to_string(payload_size) + " bytes");
+  }
+  if (static_cast<std::uint64_t>(ncols) * column_fixed_bytes > r.remaining()) {
+    corrupt(std::to_string(ncols) + " columns cannot fit in " + std::to_string(r.remaining()) +
+            " bytes of metadata");
+  }
+  // Any column with rows needs at least one byte per 8 rows; bound rows so products cannot
+  // overflow.
+  if (ncols > 0 && l.num_rows > payload_size * 8 + 8) {
+    corrupt(std::to_string(l.num_rows) + " rows cannot fit in a " + std::to_string(payload_size) +
+            "-byte payload");
+  }
+  l.columns.reserve(ncols);
+  for (std::uint32_t c = 0; c < ncols; ++c) {
+    ColumnLayout cl;
+    const auto type = r.get<std::uint8_t>("column type");
+    if (!is_valid_type_id(type))
+      corrupt("column " + std::to_string(c) + " has unknown type id " + std::to_string(type));
+    cl.type = static_cast<TypeId>(type);
+    const auto flags = r.get<std::uint8_t>("column flags");
+    if ((flags & ~1U) != 0) corrupt("column " + std::to_string(c) + " has unknown flags");
+    cl.nullable = (flags & 1U) != 0;
+    if (r.get<std::uint16_t>("column reserved") != 0) corrupt("reserved column bits are set");
+    const auto name_len = r.get<std::uint32_t>("name length");
+    cl.name = r.get_string(name_len, "column name");
+    for (BufferSpan* s : {&cl.mask, &cl.offsets, &cl.data}) {
+      s->offset = r.get<std::uint64_t>("buffer offset");
+      s->size = r.get<std::uint64_t>("buffer size");
+    }
+    const std::uint64_t rows = l.num_rows;
+    check_span(cl.mask, cl.nullable ? mask_bytes(rows) : 0, 1, payload_size, c, "null mask");
+    if (cl.type == TypeId::STRING) {
+      check_span(cl.offsets, (rows + 1) * 4, 4, payload_size, c, "string offsets");
+      if (cl.data.size > 0) check_span(cl.data, cl.data.size, 1, payload_size, c, "characters");
+      if (cl.data.size > static_cast<std::uint64_t>(INT32_MAX)) {
+        corrupt("column " + std::to_string(c) + " has more characters than int32 offsets allow");
+      }
+    } else {
+      check_span(cl.offsets, 0, 1, payload_size, c, "offsets");
+      check_span(cl.data, rows * size_of(cl.type), size_of(cl.type), payload_size, c, "data");
+    }
+    l.columns.push_back(std::move(cl));
+  }
+  if (r.remaining() != 0) {
+    corrupt(std::to_string(r.remaining()) + " unexpected bytes after the last column");
+  }
+  return l;
+}
+
+}  // namespace spillway::detail

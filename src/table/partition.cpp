@@ -1,0 +1,309 @@
+#include <spillway/table/partition.hpp>
+
+#include <spillway/core/error.hpp>
+#include <spillway/stats/memory_profiler.hpp>
+
+#include "cpu_threads.hpp"
+#include "pack_format.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <limits>
+
+namespace spillway {
+
+namespace {
+
+/// Where partition p's rows of one column go.
+struct ColumnDest {
+  std::byte* data{nullptr};        // first row (fixed width) or first character (strings)
+  std::int32_t* offsets{nullptr};  // entry 0 of the partition's offsets
+  std::int32_t char_base{0};       // offset value of the partition's first character
+  std::uint8_t* mask{nullptr};     // the bitmap holding the partition's validity bits
+  std::size_t mask_bit{0};         // bit of the partition's first row in `mask`
+};
+
+/// Per-thread counts, each thread's row in its own cache lines.
+struct Counts {
+  std::size_t stride;  // per-thread stride in size_t, a multiple of 8 (64 bytes)
+  std::vector<std::size_t> v;
+  Counts(std::size_t threads, std::size_t n) : stride{(n + 7) / 8 * 8}, v(threads * stride, 0) {}
+  std::size_t* row(std::size_t t) { return v.data() + t * stride; }
+  const std::size_t* row(std::size_t t) const { return v.data() + t * stride; }
+};
+
+void check_args(const TableView& table, std::span<const std::size_t> keys, std::size_t n) {
+  SPILLWAY_EXPECTS(n > 0, "hash partitioning needs at least one partition");
+  SPILLWAY_EXPECTS(n <= static_cast<std::size_t>(std::numeric_limits<std::uint32_t>::max()),
+                   "too many partitions");
+  SPILLWAY_EXPECTS(!keys.empty(), "hash partitioning needs at least one key column");
+  for (std::size_t k : keys) {
+    SPILLWAY_EXPECTS(k < table.num_columns(), "key column " + std::to_string(k) +
+                                                  " does not exist (the table has " +
+                                                  std::to_string(table.num_columns()) + ")");
+  }
+}
+
+/// The result of the counting pass: each row's partition and per-thread histograms.
+template <typename PidT>
+struct Plan {
+  std::size_t threads;
+  std::size_t n;
+  PidT* pid;
+  Counts rows;                                       // rows[t][p]
+  std::vector<Counts> chars;                         // per string column: chars[c][t][p]
+  std::vector<std::size_t> row_total;                // per partition
+  std::vector<std::vector<std::size_t>> char_total;  // [c][p]
+};
+
+template <typename PidT>
+Plan<PidT> count(const TableView& table, std::span<const std::size_t> keys, std::size_t n,
+                 std::uint32_t seed, std::size_t threads, PidT* pid) {
+  TableView key_view;
+  for (std::size_t k : keys) key_view.columns.push_back(table.columns[k]);
+  Plan<PidT> plan{threads, n, pid, Counts(threads, n), {}, {}, {}};
+  for (std::size_t c = 0; c < table.num_columns(); ++c) {
+    plan.chars.emplace_back(table.columns[c].type == TypeId::STRING ? threads : 0, n);
+  }
+  const std::size_t rows = table.num_rows();
+  const bool pow2 = (n & (n - 1)) == 0;
+  detail::parallel_ranges(rows, threads, [&](std::size_t t, std::size_t a, std::size_t b) {
+    std::size_t* cnt = plan.rows.row(t);
+    for (std::size_t r = a; r < b; ++r) {
+      const std::uint32_t h = hash_row(key_view, r, seed);
+      const auto p = static_cast<PidT>(pow2 ? (h & (n - 1)) : (h % n));
+      pid[r] = p;
+      ++cnt[p];
+    }
+    for (std::size_t c = 0; c < table.num_columns(); ++c) {
+      const ColumnView& col = table.columns[c];
+      if (col.type != TypeId::STRING) continue;
+      std::size_t* ch = plan.chars[c].row(t);
+      for (std::size_t r = a; r < b; ++r) {
+        ch[pid[r]] += static_cast<std::size_t>(col.offsets[r + 1] - col.offsets[r]);
+      }
+    }
+  });
+  plan.row_total.assign(n, 0);
+  plan.char_total.assign(table.num_columns(), std::vector<std::size_t>(n, 0));
+  for (std::size_t t = 0; t < threads; ++t) {
+    for (std::size_t p = 0; p < n; ++p) {
+      plan.row_total[p] += plan.rows.row(t)[p];
+      for (std::size_t c = 0; c < table.num_columns(); ++c) {
+        if (table.columns[c].type == TypeId::STRING)
+          plan.char_total[c][p] += plan.chars[c].row(t)[p];
+      }
+    }
+  }
+  return plan;
+}
+
+/// Moves each thread's rows to their partitions. `dest[c][p]` says where partition p's rows of
+/// column c go; `cursor[t][p]` is where thread t's first row of partition p lands.
+template <typename PidT>
+void scatter(const TableView& table, const Plan<PidT>& plan,
+             const std::vector<std::vector<ColumnDest>>& dest) {
+  const std::size_t n = plan.n;
+  const std::size_t threads = plan.threads;
+  // Each thread's first row (and first character) in every partition.
+  Counts row_start(threads, n);
+  std::vector<Counts> char_start;
+  for (std::size_t c = 0; c < table.num_columns(); ++c) {
+    char_start.emplace_back(table.columns[c].type == TypeId::STRING ? threads : 0, n);
+  }
+  for (std::size_t p = 0; p < n; ++p) {
+    std::size_t r = 0;
+    for (std::size_t t = 0; t < threads; ++t) {
+      row_start.row(t)[p] = r;
+      r += plan.rows.row(t)[p];
+    }
+    for (std::size_t c = 0; c < table.num_columns(); ++c) {
+      if (table.columns[c].type != TypeId::STRING) continue;
+      std::size_t ch = 0;
+      for (std::size_t t = 0; t < threads; ++t) {
+        char_start[c].row(t)[p] = ch;
+        ch += plan.chars[c].row(t)[p];
+      }
+    }
+  }
+  const PidT* pid = plan.pid;
+  detail::parallel_ranges(
+      table.num_rows(), threads, [&](std::size_t t, std::size_t a, std::size_t b) {
+        std::vector<std::size_t> cur(n);
+        std::vector<std::size_t> chr(n);
+        for (std::size_t c = 0; c < table.num_columns(); ++c) {
+          const ColumnView& col = table.columns[c];
+          const std::vector<ColumnDest>& d = dest[c];
+          std::copy_n(row_start.row(t), n, cur.begin());
+          if (col.type == TypeId::STRING) {
+            std::copy_n(char_start[c].row(t), n, chr.begin());
+            const char* chars = static_cast<const char*>(col.data);
+            for (std::size_t r = a; r < b; ++r) {
+              const PidT p = pid[r];
+              const std::int32_t s = col.offsets[r];
+              const auto len = static_cast<std::size_t>(col.offsets[r + 1] - s);
+              if (len > 0) std::memcpy(d[p].data + chr[p], chars + s, len);
+              chr[p] += len;
+              d[p].offsets[cur[p] + 1] = d[p].char_base + static_cast<std::int32_t>(chr[p]);
+              ++cur[p];
+            }
+          } else {
+            const std::size_t w = size_of(col.type);
+            const auto* src = static_cast<const std::byte*>(col.data);
+            auto move_rows = [&]<std::size_t W>() {
+              for (std::size_t r = a; r < b; ++r) {
+                const PidT p = pid[r];
+                std::memcpy(d[p].data + cur[p]++ * W, src + r * W, W);
+              }
+            };
+            switch (w) {
+              case 1:
+                move_rows.template operator()<1>();
+                break;
+              case 2:
+                move_rows.template operator()<2>();
+                break;
+              case 4:
+                move_rows.template operator()<4>();
+                break;
+              default:
+                move_rows.template operator()<8>();
+                break;
+            }
+          }
+          if (col.nullable()) {
+            std::copy_n(row_start.row(t), n, cur.begin());
+            for (std::size_t r = a; r < b; ++r) {
+              const PidT p = pid[r];
+              const std::size_t bit = d[p].mask_bit + cur[p]++;
+              if (col.is_valid(r)) {
+                // Threads meet at byte boundaries of a partition's bitmap: set bits atomically.
+                std::atomic_ref<std::uint8_t>(d[p].mask[bit / 8])
+                    .fetch_or(static_cast<std::uint8_t>(1U << (bit % 8)),
+                              std::memory_order_relaxed);
+              }
+            }
+          }
+        }
+      });
+}
+
+/// Runs count + allocate + scatter with the narrowest partition-id type.
+template <typename MakeDest>
+void partition_rows(const TableView& table, std::span<const std::size_t> keys, std::size_t n,
+                    std::uint32_t seed, std::size_t threads, BufferResource& br,
+                    MakeDest&& make_dest) {
+  auto run = [&]<typename PidT>() {
+    auto scratch = br.allocate(MemoryType::HOST, table.num_rows() * sizeof(PidT));
+    auto* pid = reinterpret_cast<PidT*>(scratch->data());
+    auto plan = count<PidT>(table, keys, n, seed, threads, pid);
+    const auto dest = make_dest(plan.row_total, plan.char_total);
+    scatter<PidT>(table, plan, dest);
+  };
+  if (n <= 0xFFFF) {
+    run.template operator()<std::uint16_t>();
+  } else {
+    run.template operator()<std::uint32_t>();
+  }
+}
+
+}  // namespace
+
+std::vector<PackedData> partition_and_pack(const TableView& table,
+                                           std::span<const std::size_t> keys,
+                                           std::size_t num_partitions, BufferResource& br,
+                                           std::uint32_t seed, std::size_t threads) {
+  SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "partition_and_pack");
+  check_args(table, keys, num_partitions);
+  threads = detail::resolve_threads(threads);
+  std::vector<PackedData> out(num_partitions);
+  partition_rows(table, keys, num_partitions, seed, threads, br,
+                 [&](const std::vector<std::size_t>& rows,
+                     const std::vector<std::vector<std::size_t>>& chars) {
+                   std::vector<std::vector<ColumnDest>> dest(
+                       table.num_columns(), std::vector<ColumnDest>(num_partitions));
+                   std::vector<std::size_t> part_chars(table.num_columns());
+                   for (std::size_t p = 0; p < num_partitions; ++p) {
+                     for (std::size_t c = 0; c < table.num_columns(); ++c)
+                       part_chars[c] = chars[c][p];
+                     const auto layout = detail::make_layout(table, rows[p], part_chars);
+                     out[p].metadata = detail::encode(layout);
+                     out[p].payload = br.allocate(MemoryType::HOST, layout.payload_size);
+                     std::byte* base = out[p].payload->data();
+                     for (std::size_t c = 0; c < table.num_columns(); ++c) {
+                       const auto& cl = layout.columns[c];
+                       ColumnDest& d = dest[c][p];
+                       d.data = cl.data.size > 0 ? base + cl.data.offset : nullptr;
+                       if (cl.type == TypeId::STRING) {
+                         d.offsets = reinterpret_cast<std::int32_t*>(base + cl.offsets.offset);
+                         d.offsets[0] = 0;
+                       }
+                       if (cl.nullable) {
+                         d.mask = reinterpret_cast<std::uint8_t*>(base + cl.mask.offset);
+                         std::memset(d.mask, 0, cl.mask.size);
+                       }
+                     }
+                   }
+                   return dest;
+                 });
+  return out;
+}
+
+PartitionedTable hash_partition(const TableView& table, std::span<const std::size_t> keys,
+                                std::size_t num_partitions, BufferResource& br, std::uint32_t seed,
+                                std::size_t threads) {
+  check_args(table, keys, num_partitions);
+  threads = detail::resolve_threads(threads);
+  const std::size_t rows = table.num_rows();
+  std::vector<Column> columns;
+  std::vector<std::size_t> offsets(num_partitions + 1, 0);
+  partition_rows(
+      table, keys, num_partitions, seed, threads, br,
+      [&](const std::vector<std::size_t>& part_rows,
+          const std::vector<std::vector<std::size_t>>& chars) {
+        for (std::size_t p = 0; p < num_partitions; ++p) offsets[p + 1] = offsets[p] + part_rows[p];
+        std::vector<std::vector<ColumnDest>> dest(table.num_columns(),
+                                                  std::vector<ColumnDest>(num_partitions));
+        for (std::size_t c = 0; c < table.num_columns(); ++c) {
+          const ColumnView& col = table.columns[c];
+          std::size_t total_chars = 0;
+          if (col.type == TypeId::STRING) {
+            for (std::size_t p = 0; p < num_partitions; ++p) total_chars += chars[c][p];
+          }
+          auto data =
+              br.allocate(MemoryType::HOST,
+                          col.type == TypeId::STRING ? total_chars : rows * size_of(col.type));
+          std::unique_ptr<Buffer> off;
+          std::unique_ptr<Buffer> mask;
+          if (col.type == TypeId::STRING) {
+            off = br.allocate(MemoryType::HOST, (rows + 1) * sizeof(std::int32_t));
+            reinterpret_cast<std::int32_t*>(off->data())[0] = 0;
+          }
+          if (col.nullable()) {
+            mask = br.allocate(MemoryType::HOST, mask_bytes(rows));
+            std::memset(mask->data(), 0, mask->size());
+          }
+          std::size_t char_at = 0;
+          for (std::size_t p = 0; p < num_partitions; ++p) {
+            ColumnDest& d = dest[c][p];
+            if (col.type == TypeId::STRING) {
+              d.data = data->data() + char_at;
+              d.offsets = reinterpret_cast<std::int32_t*>(off->data()) + offsets[p];
+              d.char_base = static_cast<std::int32_t>(char_at);
+              char_at += chars[c][p];
+            } else {
+              d.data = data->data() + offsets[p] * size_of(col.type);
+            }
+            if (mask) {
+              d.mask = reinterpret_cast<std::uint8_t*>(mask->data());
+              d.mask_bit = offsets[p];
+            }
+          }
+          columns.emplace_back(col.type, rows, std::move(data), std::move(off), std::move(mask));
+        }
+        return dest;
+      });
+  return PartitionedTable{Table(std::move(columns), table.names), std::move(offsets)};
+}
+
+}  // namespace spillway

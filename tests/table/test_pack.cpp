@@ -1,0 +1,223 @@
+// pack / unpack / split_and_pack / concat round trips, and unpack of corrupt bytes.
+#include <spillway/core/error.hpp>
+#include <spillway/table/checksum.hpp>
+#include <spillway/table/generator.hpp>
+#include <spillway/table/pack.hpp>
+
+#include "common.hpp"
+#include "table_common.hpp"
+
+#include <random>
+
+using namespace spillway;
+
+namespace {
+BufferResourceConfig host_config(const std::string& dir) {
+  auto cfg = test::small_config(dir);
+  cfg.use_gpu = false;
+  return cfg;
+}
+
+Table mixed_table(BufferResource& br, std::size_t rows, double nulls, std::uint64_t seed = 1) {
+  RandomTableOptions o;
+  o.rows = rows;
+  o.types = test::all_types;
+  o.null_fraction = nulls;
+  o.min_string = 0;  // empty strings too
+  o.max_string = 12;
+  o.seed = seed;
+  return random_table(o, br);
+}
+}  // namespace
+
+class PackRoundTrip : public ::testing::TestWithParam<std::tuple<std::size_t, double>> {};
+
+TEST_P(PackRoundTrip, EveryTypeWithAndWithoutNulls) {
+  test::TempDir dir;
+  BufferResource br(host_config(dir.path()));
+  const auto [rows, nulls] = GetParam();
+  Table t = mixed_table(br, rows, nulls);
+  auto unpacked = unpack(pack(t.view(), br));
+  test::expect_tables_equal(t.view(), unpacked.view());
+  EXPECT_EQ(unpacked.view().names, t.names());
+  EXPECT_EQ(checksum(t.view()), checksum(unpacked.view()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, PackRoundTrip,
+                         ::testing::Combine(::testing::Values(0, 1, 7, 8, 9, 1000),
+                                            ::testing::Values(0.0, 0.3)));
+
+TEST(SplitAndPack, PartsAreTheRowRanges) {
+  test::TempDir dir;
+  BufferResource br(host_config(dir.path()));
+  Table t = mixed_table(br, 1001, 0.2);
+  const std::vector<std::size_t> splits{0, 3, 3, 500, 1001};
+  auto parts = split_and_pack(t.view(), splits, br);
+  ASSERT_EQ(parts.size(), splits.size() + 1);
+  const std::vector<std::size_t> bounds{0, 0, 3, 3, 500, 1001, 1001};
+  TableChecksum sum;
+  for (std::size_t p = 0; p < parts.size(); ++p) {
+    auto u = unpack(std::move(parts[p]));
+    ASSERT_EQ(u.view().num_rows(), bounds[p + 1] - bounds[p]) << "part " << p;
+    for (std::size_t r = 0; r < u.view().num_rows(); ++r) {
+      ASSERT_TRUE(test::rows_equal(t.view(), bounds[p] + r, u.view(), r)) << p << ":" << r;
+    }
+    sum += checksum(u.view());
+  }
+  EXPECT_EQ(sum, checksum(t.view()));
+  const std::vector<std::size_t> bad{5, 2};
+  EXPECT_THROW((void)split_and_pack(t.view(), bad, br), logic_error);
+  const std::vector<std::size_t> past{2000};
+  EXPECT_THROW((void)split_and_pack(t.view(), past, br), logic_error);
+}
+
+TEST(Concat, UnpackAndConcatRestoresTheTable) {
+  test::TempDir dir;
+  BufferResource br(host_config(dir.path()));
+  Table t = mixed_table(br, 777, 0.1);
+  const std::vector<std::size_t> splits{100, 101, 600};
+  Table back = unpack_and_concat(split_and_pack(t.view(), splits, br), br);
+  test::expect_tables_equal(t.view(), back.view());
+  // Mixing a nullable and a non-nullable part gives a nullable column with valid rows.
+  Table no_nulls = mixed_table(br, 10, 0.0, 2);
+  Table with_nulls = mixed_table(br, 10, 0.5, 3);
+  const std::vector<TableView> views{no_nulls.view(), with_nulls.view()};
+  Table both = concat(views, br);
+  EXPECT_TRUE(both.view().columns[0].nullable());
+  for (std::size_t r = 0; r < 10; ++r) {
+    EXPECT_TRUE(test::rows_equal(both.view(), r, no_nulls.view(), r));
+    EXPECT_TRUE(test::rows_equal(both.view(), 10 + r, with_nulls.view(), r));
+  }
+}
+
+TEST(Concat, SchemaMismatchIsAnError) {
+  test::TempDir dir;
+  BufferResource br(host_config(dir.path()));
+  RandomTableOptions a;
+  a.rows = 3;
+  a.types = {TypeId::INT32};
+  RandomTableOptions b = a;
+  b.types = {TypeId::INT64};
+  Table ta = random_table(a, br);
+  Table tb = random_table(b, br);
+  const std::vector<TableView> views{ta.view(), tb.view()};
+  EXPECT_THROW((void)concat(views, br), logic_error);
+}
+
+// ---- unpack is a trust boundary --------------------------------------------------------------
+
+namespace {
+PackedData copy_of(const PackedData& p, BufferResource& br) {
+  PackedData c;
+  c.metadata = p.metadata;
+  c.payload = br.allocate(MemoryType::HOST, p.payload->size());
+  if (p.payload->size() > 0) std::memcpy(c.payload->data(), p.payload->data(), p.payload->size());
+  return c;
+}
+
+void expect_corrupt(PackedData p, const std::string& words) {
+  try {
+    (void)unpack(std::move(p));
+    ADD_FAILURE() << "accepted corrupt data (" << words << ")";
+  } catch (const corrupt_data_error& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+}  // namespace
+
+TEST(Unpack, RejectsTruncatedMetadataAtEveryLength) {
+  test::TempDir dir;
+  BufferResource br(host_config(dir.path()));
+  Table t = mixed_table(br, 20, 0.2);
+  const PackedData good = pack(t.view(), br);
+  for (std::size_t n = 0; n < good.metadata.size(); ++n) {
+    PackedData p = copy_of(good, br);
+    p.metadata.resize(n);
+    EXPECT_THROW((void)unpack(std::move(p)), corrupt_data_error) << "prefix of " << n;
+  }
+  PackedData longer = copy_of(good, br);
+  longer.metadata.push_back(0);
+  expect_corrupt(std::move(longer), "unexpected bytes");
+}
+
+TEST(Unpack, NamesWhatIsWrong) {
+  test::TempDir dir;
+  BufferResource br(host_config(dir.path()));
+  Table t = mixed_table(br, 20, 0.2);
+  const PackedData good = pack(t.view(), br);
+  {
+    PackedData p = copy_of(good, br);
+    p.metadata[0] ^= 0xFF;
+    expect_corrupt(std::move(p), "bad magic");
+  }
+  {
+    PackedData p = copy_of(good, br);
+    p.metadata[4] = 99;
+    expect_corrupt(std::move(p), "unsupported format version 99");
+  }
+  {
+    PackedData p = copy_of(good, br);
+    p.payload = br.allocate(MemoryType::HOST, good.payload->size() - 64);
+    expect_corrupt(std::move(p), "but the payload has");
+  }
+  {
+    PackedData p = copy_of(good, br);
+    p.metadata[28] = 200;  // the first column's type id
+    expect_corrupt(std::move(p), "unknown type id 200");
+  }
+  {
+    // The first column's mask offset (after type, flags, reserved, name length and name "c0").
+    PackedData p = copy_of(good, br);
+    const std::uint64_t far = 1ULL << 40;
+    std::memcpy(p.metadata.data() + 28 + 8 + 2, &far, 8);
+    expect_corrupt(std::move(p), "outside the");
+  }
+}
+
+TEST(Unpack, RejectsCorruptStringOffsets) {
+  test::TempDir dir;
+  BufferResource br(host_config(dir.path()));
+  RandomTableOptions o;
+  o.rows = 10;
+  o.types = {TypeId::STRING};
+  o.min_string = 1;
+  Table t = random_table(o, br);
+  PackedData p = pack(t.view(), br);
+  // Offsets start the payload (no mask): make row 5's offset jump backwards.
+  auto* off = reinterpret_cast<std::int32_t*>(p.payload->data());
+  off[5] = off[4] - 1;
+  expect_corrupt(std::move(p), "string offsets decrease at row 4");
+}
+
+TEST(Unpack, RandomByteFlipsNeverCrash) {
+  test::TempDir dir;
+  BufferResource br(host_config(dir.path()));
+  Table t = mixed_table(br, 50, 0.2);
+  const PackedData good = pack(t.view(), br);
+  std::mt19937 rng(7);
+  int rejected = 0;
+  for (int i = 0; i < 2000; ++i) {
+    PackedData p = copy_of(good, br);
+    const int flips = 1 + static_cast<int>(rng() % 3);
+    for (int f = 0; f < flips; ++f) {
+      p.metadata[rng() % p.metadata.size()] ^= static_cast<std::uint8_t>(1U << (rng() % 8));
+    }
+    try {
+      auto u = unpack(std::move(p));
+      // Accepted: then every view must lie inside the payload (ASan checks the reads).
+      (void)checksum(u.view(), 1);
+    } catch (const corrupt_data_error&) {
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 1000);
+}
+
+TEST(Unpack, DevicePayloadNeedsTheGpuPath) {
+  test::TempDir dir;
+  BufferResource br(host_config(dir.path()));
+  Table t = mixed_table(br, 5, 0);
+  PackedData p = pack(t.view(), br);
+  p.payload = br.move(std::move(p.payload), MemoryType::DISK);
+  EXPECT_THROW((void)unpack(std::move(p)), logic_error);
+}

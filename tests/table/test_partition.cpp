@@ -1,0 +1,127 @@
+// hash_partition and partition_and_pack: every row lands in hash % n, order kept, nothing lost,
+// the same output for every thread count, and little extra memory.
+#include <spillway/core/error.hpp>
+#include <spillway/table/checksum.hpp>
+#include <spillway/table/generator.hpp>
+#include <spillway/table/pack.hpp>
+#include <spillway/table/partition.hpp>
+
+#include "common.hpp"
+#include "table_common.hpp"
+
+using namespace spillway;
+
+namespace {
+BufferResourceConfig host_config(const std::string& dir) {
+  auto cfg = test::small_config(dir);
+  cfg.use_gpu = false;
+  return cfg;
+}
+
+/// Checks a partitioned result against the definition, row by row.
+void expect_valid_partitioning(const TableView& in, const std::vector<std::size_t>& keys,
+                               std::size_t n, const TableView& out,
+                               const std::vector<std::size_t>& offsets, std::uint32_t seed) {
+  ASSERT_EQ(offsets.size(), n + 1);
+  ASSERT_EQ(offsets.back(), in.num_rows());
+  TableView key_view;
+  for (std::size_t k : keys) key_view.columns.push_back(in.columns[k]);
+  // Expected: for each partition, the input rows of that partition in input order.
+  std::vector<std::vector<std::size_t>> expected(n);
+  for (std::size_t r = 0; r < in.num_rows(); ++r) {
+    expected[hash_row(key_view, r, seed) % n].push_back(r);
+  }
+  for (std::size_t p = 0; p < n; ++p) {
+    ASSERT_EQ(offsets[p + 1] - offsets[p], expected[p].size()) << "partition " << p;
+    for (std::size_t i = 0; i < expected[p].size(); ++i) {
+      ASSERT_TRUE(test::rows_equal(in, expected[p][i], out, offsets[p] + i))
+          << "partition " << p << " row " << i;
+    }
+  }
+}
+}  // namespace
+
+struct Case {
+  std::size_t rows;
+  std::size_t partitions;
+  double nulls;
+  double skew;
+};
+
+class HashPartition : public ::testing::TestWithParam<Case> {};
+
+TEST_P(HashPartition, MatchesTheDefinitionForEveryThreadCount) {
+  test::TempDir dir;
+  BufferResource br(host_config(dir.path()));
+  const Case c = GetParam();
+  RandomTableOptions o;
+  o.rows = c.rows;
+  o.types = test::all_types;
+  o.null_fraction = c.nulls;
+  o.skew = c.skew;
+  o.key_cardinality = 1000;
+  Table t = random_table(o, br);
+  const std::vector<std::size_t> keys{2, 11};  // int32 and string
+  const auto whole = checksum(t.view());
+  for (std::size_t threads : {1, 2, 3, 8}) {
+    auto part = hash_partition(t.view(), keys, c.partitions, br, 42, threads);
+    expect_valid_partitioning(t.view(), keys, c.partitions, part.table.view(), part.offsets, 42);
+    EXPECT_EQ(checksum(part.table.view()), whole);
+    // partition_and_pack gives the same partitions, each packed.
+    auto packed = partition_and_pack(t.view(), keys, c.partitions, br, 42, threads);
+    ASSERT_EQ(packed.size(), c.partitions);
+    for (std::size_t p = 0; p < c.partitions; ++p) {
+      auto u = unpack(std::move(packed[p]));
+      ASSERT_EQ(u.view().num_rows(), part.offsets[p + 1] - part.offsets[p]);
+      for (std::size_t r = 0; r < u.view().num_rows(); ++r) {
+        ASSERT_TRUE(test::rows_equal(u.view(), r, part.table.view(), part.offsets[p] + r))
+            << "threads " << threads << " partition " << p << " row " << r;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, HashPartition,
+                         ::testing::Values(Case{0, 4, 0, 0},       // empty table
+                                           Case{1, 4, 0, 0},       // one row
+                                           Case{1000, 1, 0.1, 0},  // one partition
+                                           Case{5, 16, 0.2, 0},    // more partitions than rows
+                                           Case{3000, 7, 0.3, 0},  // not a power of two
+                                           Case{3000, 8, 0, 0},    // a power of two
+                                           Case{2000, 5, 0, 1.0},  // every row to one partition
+                                           Case{2000, 300, 0.05, 0.5}));
+
+TEST(HashPartition, BadArgumentsAreErrors) {
+  test::TempDir dir;
+  BufferResource br(host_config(dir.path()));
+  RandomTableOptions o;
+  o.rows = 10;
+  Table t = random_table(o, br);
+  const std::vector<std::size_t> keys{0};
+  const std::vector<std::size_t> bad_keys{3};
+  const std::vector<std::size_t> no_keys;
+  EXPECT_THROW((void)hash_partition(t.view(), keys, 0, br), logic_error);
+  EXPECT_THROW((void)hash_partition(t.view(), bad_keys, 2, br), logic_error);
+  EXPECT_THROW((void)partition_and_pack(t.view(), no_keys, 2, br), logic_error);
+}
+
+TEST(PartitionAndPack, ExtraMemoryIsAtMostATenthAboveTheOutputs) {
+  test::TempDir dir;
+  BufferResource br(host_config(dir.path()));
+  RandomTableOptions o;
+  o.rows = 1 << 18;
+  o.types = std::vector<TypeId>(10, TypeId::INT32);
+  Table t = random_table(o, br);
+  const std::size_t input = t.view().total_bytes();
+  br.reset_peak(MemoryType::HOST);
+  const std::size_t before = br.used(MemoryType::HOST);
+  const std::vector<std::size_t> keys{0};
+  auto packed = partition_and_pack(t.view(), keys, 64, br, 0, 2);
+  const std::size_t extra = br.peak(MemoryType::HOST) - before;
+  EXPECT_LE(static_cast<double>(extra), 1.1 * static_cast<double>(input))
+      << "extra " << extra << " for an input of " << input;
+  const auto rec = br.statistics().memory_profiler().records(index(MemoryType::HOST));
+  ASSERT_EQ(rec.size(), 1u);
+  EXPECT_NE(rec.begin()->first.find("(partition_and_pack)"), std::string::npos);
+  EXPECT_EQ(rec.begin()->second.peak, static_cast<std::int64_t>(extra));
+}
