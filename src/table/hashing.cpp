@@ -1,5 +1,7 @@
 #include <spillway/table/hashing.hpp>
 
+#include <algorithm>
+
 namespace spillway {
 
 std::uint32_t hash_element(const ColumnView& col, std::size_t row, std::uint32_t seed) noexcept {
@@ -32,6 +34,73 @@ std::uint32_t hash_element(const ColumnView& col, std::size_t row, std::uint32_t
     }
   }
   return null_hash;
+}
+
+}  // namespace spillway
+
+namespace spillway {
+
+namespace {
+template <typename T>
+void combine_fixed(const ColumnView& col, std::size_t begin, std::size_t end, std::uint32_t seed,
+                   std::uint32_t* out) noexcept {
+  const T* v = static_cast<const T*>(col.data);
+  if (col.null_mask == nullptr) {
+    for (std::size_t r = begin; r < end; ++r) {
+      out[r - begin] = hash_combine(out[r - begin], hash_value(v[r], seed));
+    }
+  } else {
+    for (std::size_t r = begin; r < end; ++r) {
+      const std::uint32_t h = col.is_valid(r) ? hash_value(v[r], seed) : null_hash;
+      out[r - begin] = hash_combine(out[r - begin], h);
+    }
+  }
+}
+}  // namespace
+
+void hash_rows(const TableView& keys, std::size_t begin, std::size_t end, std::uint32_t seed,
+               std::uint32_t* out) noexcept {
+  std::fill(out, out + (end - begin), seed);
+  for (const ColumnView& col : keys.columns) {
+    switch (col.type) {
+      case TypeId::INT8:
+        combine_fixed<std::int8_t>(col, begin, end, seed, out);
+        break;
+      case TypeId::INT16:
+        combine_fixed<std::int16_t>(col, begin, end, seed, out);
+        break;
+      case TypeId::INT32:
+        combine_fixed<std::int32_t>(col, begin, end, seed, out);
+        break;
+      case TypeId::INT64:
+        combine_fixed<std::int64_t>(col, begin, end, seed, out);
+        break;
+      case TypeId::UINT8:
+      case TypeId::BOOL8:
+        combine_fixed<std::uint8_t>(col, begin, end, seed, out);
+        break;
+      case TypeId::UINT16:
+        combine_fixed<std::uint16_t>(col, begin, end, seed, out);
+        break;
+      case TypeId::UINT32:
+        combine_fixed<std::uint32_t>(col, begin, end, seed, out);
+        break;
+      case TypeId::UINT64:
+        combine_fixed<std::uint64_t>(col, begin, end, seed, out);
+        break;
+      case TypeId::FLOAT32:
+        combine_fixed<float>(col, begin, end, seed, out);
+        break;
+      case TypeId::FLOAT64:
+        combine_fixed<double>(col, begin, end, seed, out);
+        break;
+      case TypeId::STRING:
+        for (std::size_t r = begin; r < end; ++r) {
+          out[r - begin] = hash_combine(out[r - begin], hash_element(col, r, seed));
+        }
+        break;
+    }
+  }
 }
 
 }  // namespace spillway

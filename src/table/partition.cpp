@@ -6,6 +6,8 @@
 #include "cpu_threads.hpp"
 #include "pack_format.hpp"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <limits>
@@ -13,6 +15,8 @@
 namespace spillway {
 
 namespace {
+
+constexpr std::size_t block_rows = 2048;
 
 /// Where partition p's rows of one column go.
 struct ColumnDest {
@@ -69,11 +73,16 @@ Plan<PidT> count(const TableView& table, std::span<const std::size_t> keys, std:
   const bool pow2 = (n & (n - 1)) == 0;
   detail::parallel_ranges(rows, threads, [&](std::size_t t, std::size_t a, std::size_t b) {
     std::size_t* cnt = plan.rows.row(t);
-    for (std::size_t r = a; r < b; ++r) {
-      const std::uint32_t h = hash_row(key_view, r, seed);
-      const auto p = static_cast<PidT>(pow2 ? (h & (n - 1)) : (h % n));
-      pid[r] = p;
-      ++cnt[p];
+    std::array<std::uint32_t, block_rows> h{};
+    for (std::size_t r0 = a; r0 < b; r0 += block_rows) {
+      const std::size_t r1 = std::min(b, r0 + block_rows);
+      hash_rows(key_view, r0, r1, seed, h.data());
+      for (std::size_t r = r0; r < r1; ++r) {
+        const std::uint32_t hr = h[r - r0];
+        const auto p = static_cast<PidT>(pow2 ? (hr & (n - 1)) : (hr % n));
+        pid[r] = p;
+        ++cnt[p];
+      }
     }
     for (std::size_t c = 0; c < table.num_columns(); ++c) {
       const ColumnView& col = table.columns[c];
@@ -127,60 +136,73 @@ void scatter(const TableView& table, const Plan<PidT>& plan,
     }
   }
   const PidT* pid = plan.pid;
+  const std::size_t ncols = table.num_columns();
   detail::parallel_ranges(
       table.num_rows(), threads, [&](std::size_t t, std::size_t a, std::size_t b) {
-        std::vector<std::size_t> cur(n);
-        std::vector<std::size_t> chr(n);
-        for (std::size_t c = 0; c < table.num_columns(); ++c) {
-          const ColumnView& col = table.columns[c];
-          const std::vector<ColumnDest>& d = dest[c];
-          std::copy_n(row_start.row(t), n, cur.begin());
-          if (col.type == TypeId::STRING) {
-            std::copy_n(char_start[c].row(t), n, chr.begin());
-            const char* chars = static_cast<const char*>(col.data);
-            for (std::size_t r = a; r < b; ++r) {
-              const PidT p = pid[r];
-              const std::int32_t s = col.offsets[r];
-              const auto len = static_cast<std::size_t>(col.offsets[r + 1] - s);
-              if (len > 0) std::memcpy(d[p].data + chr[p], chars + s, len);
-              chr[p] += len;
-              d[p].offsets[cur[p] + 1] = d[p].char_base + static_cast<std::int32_t>(chr[p]);
-              ++cur[p];
-            }
-          } else {
-            const std::size_t w = size_of(col.type);
-            const auto* src = static_cast<const std::byte*>(col.data);
-            auto move_rows = [&]<std::size_t W>() {
-              for (std::size_t r = a; r < b; ++r) {
-                const PidT p = pid[r];
-                std::memcpy(d[p].data + cur[p]++ * W, src + r * W, W);
-              }
-            };
-            switch (w) {
-              case 1:
-                move_rows.template operator()<1>();
-                break;
-              case 2:
-                move_rows.template operator()<2>();
-                break;
-              case 4:
-                move_rows.template operator()<4>();
-                break;
-              default:
-                move_rows.template operator()<8>();
-                break;
-            }
+        // This thread's next row in every partition; strings also need the next character.
+        std::vector<std::size_t> next_row(row_start.row(t), row_start.row(t) + n);
+        std::vector<std::vector<std::int32_t>> char_pos(ncols);
+        for (std::size_t c = 0; c < ncols; ++c) {
+          if (table.columns[c].type != TypeId::STRING) continue;
+          char_pos[c].resize(n);
+          for (std::size_t p = 0; p < n; ++p) {
+            char_pos[c][p] = static_cast<std::int32_t>(char_start[c].row(t)[p]);
           }
-          if (col.nullable()) {
-            std::copy_n(row_start.row(t), n, cur.begin());
-            for (std::size_t r = a; r < b; ++r) {
-              const PidT p = pid[r];
-              const std::size_t bit = d[p].mask_bit + cur[p]++;
-              if (col.is_valid(r)) {
+        }
+        std::vector<std::byte*> base(n);
+        std::array<std::size_t, block_rows> slot{};
+        for (std::size_t r0 = a; r0 < b; r0 += block_rows) {
+          const std::size_t r1 = std::min(b, r0 + block_rows);
+          // Each row's place within its partition, found once for all columns: the per-partition
+          // cursor is a chain through memory, so it is walked once per row, not once per value.
+          for (std::size_t r = r0; r < r1; ++r) slot[r - r0] = next_row[pid[r]]++;
+          for (std::size_t c = 0; c < ncols; ++c) {
+            const ColumnView& col = table.columns[c];
+            const std::vector<ColumnDest>& d = dest[c];
+            if (col.type == TypeId::STRING) {
+              const char* chars = static_cast<const char*>(col.data);
+              std::int32_t* pos = char_pos[c].data();
+              for (std::size_t r = r0; r < r1; ++r) {
+                const PidT p = pid[r];
+                const std::int32_t s0 = col.offsets[r];
+                const std::int32_t len = col.offsets[r + 1] - s0;
+                if (len > 0) {
+                  std::memcpy(d[p].data + pos[p], chars + s0, static_cast<std::size_t>(len));
+                }
+                pos[p] += len;
+                d[p].offsets[slot[r - r0] + 1] = d[p].char_base + pos[p];
+              }
+            } else {
+              for (std::size_t p = 0; p < n; ++p) base[p] = d[p].data;
+              const auto* src = static_cast<const std::byte*>(col.data);
+              auto move_rows = [&]<std::size_t W>() {
+                for (std::size_t r = r0; r < r1; ++r) {
+                  std::memcpy(base[pid[r]] + slot[r - r0] * W, src + r * W, W);
+                }
+              };
+              switch (size_of(col.type)) {
+                case 1:
+                  move_rows.template operator()<1>();
+                  break;
+                case 2:
+                  move_rows.template operator()<2>();
+                  break;
+                case 4:
+                  move_rows.template operator()<4>();
+                  break;
+                default:
+                  move_rows.template operator()<8>();
+                  break;
+              }
+            }
+            if (col.nullable()) {
+              for (std::size_t r = r0; r < r1; ++r) {
+                if (!col.is_valid(r)) continue;
+                const ColumnDest& dp = d[pid[r]];
+                const std::size_t at = dp.mask_bit + slot[r - r0];
                 // Threads meet at byte boundaries of a partition's bitmap: set bits atomically.
-                std::atomic_ref<std::uint8_t>(d[p].mask[bit / 8])
-                    .fetch_or(static_cast<std::uint8_t>(1U << (bit % 8)),
-                              std::memory_order_relaxed);
+                std::atomic_ref<std::uint8_t>(dp.mask[at / 8])
+                    .fetch_or(static_cast<std::uint8_t>(1U << (at % 8)), std::memory_order_relaxed);
               }
             }
           }

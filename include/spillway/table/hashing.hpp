@@ -90,6 +90,11 @@ SPILLWAY_HOST_DEVICE inline std::uint32_t hash_value(T v, std::uint32_t seed) no
 /// The hash of element `row` of a column (host memory).
 std::uint32_t hash_element(const ColumnView& col, std::size_t row, std::uint32_t seed) noexcept;
 
+/// Row hashes of rows [begin, end) into out[0 .. end - begin), a column at a time (host memory).
+/// Gives the same values as hash_row.
+void hash_rows(const TableView& keys, std::size_t begin, std::size_t end, std::uint32_t seed,
+               std::uint32_t* out) noexcept;
+
 /// The row hash over the key columns (host memory).
 inline std::uint32_t hash_row(const TableView& keys, std::size_t row, std::uint32_t seed) noexcept {
   std::uint32_t h = seed;
