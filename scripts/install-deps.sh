@@ -3,7 +3,8 @@
 # CUDA is optional: the GPU build is made only where nvcc exists (/usr/local/cuda or PATH).
 set -euo pipefail
 
-packages=(cmake ninja-build g++ libgtest-dev libbenchmark-dev libxxhash-dev clang-format python3)
+packages=(cmake ninja-build g++ libgtest-dev libbenchmark-dev libxxhash-dev clang-format python3
+  clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

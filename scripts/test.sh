@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: formatting, the CPU build (-Werror) with its tests,
 # AddressSanitizer+UBSan and ThreadSanitizer builds with their tests, the GPU build where nvcc
-# exists (GPU tests skip without a GPU), and a find_package(spillway) consumer of the install.
+# exists (GPU tests skip without a GPU), a bounded libFuzzer run of unpack, and a
+# find_package(spillway) consumer of the install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -28,6 +29,19 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
 else
   step "gpu: skipped (no nvcc on this machine)"
 fi
+
+step "fuzz: unpack (libFuzzer, ASan + UBSan, ${SPILLWAY_FUZZ_SECONDS:-30} s)"
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "$jobs"
+fuzz_dir=$(mktemp -d)
+if ! ./build/fuzz/fuzz/fuzz_unpack -max_total_time="${SPILLWAY_FUZZ_SECONDS:-30}" -max_len=65536 \
+  -rss_limit_mb=4096 -print_final_stats=1 "$fuzz_dir" fuzz/corpus/unpack >"$fuzz_dir.log" 2>&1; then
+  tail -60 "$fuzz_dir.log"
+  echo "fuzz_unpack found a failing input (above)"
+  exit 1
+fi
+grep -E "stat::number_of_executed_runs|Done" "$fuzz_dir.log" | tail -2
+rm -rf "$fuzz_dir" "$fuzz_dir.log"
 
 step "install + find_package consumer"
 prefix=$(mktemp -d)

@@ -28,7 +28,7 @@ Table random_table(const RandomTableOptions& o, BufferResource& br) {
     if (o.null_fraction > 0) {
       mask = br.allocate(MemoryType::HOST, mask_bytes(o.rows));
       auto* m = reinterpret_cast<std::uint8_t*>(mask->data());
-      std::memset(m, 0, mask->size());
+      if (mask->size() > 0) std::memset(m, 0, mask->size());
       std::bernoulli_distribution valid(1 - o.null_fraction);
       for (std::size_t i = 0; i < o.rows; ++i) {
         if (valid(rng)) m[i / 8] = static_cast<std::uint8_t>(m[i / 8] | (1U << (i % 8)));

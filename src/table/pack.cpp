@@ -21,7 +21,7 @@ void write_part(const TableView& t, const detail::PackLayout& layout, std::size_
     const detail::ColumnLayout& cl = layout.columns[c];
     if (cl.nullable) {
       auto* mask = reinterpret_cast<std::uint8_t*>(payload + cl.mask.offset);
-      std::memset(mask, 0, cl.mask.size);
+      if (cl.mask.size > 0) std::memset(mask, 0, cl.mask.size);
       detail::copy_bits(mask, 0, col.null_mask, a, rows);
     }
     if (col.type == TypeId::STRING) {
@@ -159,7 +159,7 @@ Table concat(std::span<const TableView> tables, BufferResource& br) {
     if (type == TypeId::STRING) offsets = br.allocate(MemoryType::HOST, (rows + 1) * 4);
     if (nullable) {
       mask = br.allocate(MemoryType::HOST, mask_bytes(rows));
-      std::memset(mask->data(), 0, mask->size());
+      if (mask->size() > 0) std::memset(mask->data(), 0, mask->size());
     }
     std::size_t row = 0;
     std::int32_t char_at = 0;

@@ -262,7 +262,7 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
                        }
                        if (cl.nullable) {
                          d.mask = reinterpret_cast<std::uint8_t*>(base + cl.mask.offset);
-                         std::memset(d.mask, 0, cl.mask.size);
+                         if (cl.mask.size > 0) std::memset(d.mask, 0, cl.mask.size);
                        }
                      }
                    }
@@ -303,7 +303,7 @@ PartitionedTable hash_partition(const TableView& table, std::span<const std::siz
           }
           if (col.nullable()) {
             mask = br.allocate(MemoryType::HOST, mask_bytes(rows));
-            std::memset(mask->data(), 0, mask->size());
+            if (mask->size() > 0) std::memset(mask->data(), 0, mask->size());
           }
           std::size_t char_at = 0;
           for (std::size_t p = 0; p < num_partitions; ++p) {
