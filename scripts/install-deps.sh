@@ -17,3 +17,11 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -q
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+
+# Python side (PyPI): pyarrow, the real Arrow implementation the Arrow C Data Interface tests
+# exchange tables with.
+if ! python3 -c "import pyarrow" >/dev/null 2>&1; then
+  echo "install-deps: pip install pyarrow"
+  python3 -m pip install --quiet --disable-pip-version-check pyarrow ||
+    python3 -m pip install --quiet --disable-pip-version-check --break-system-packages pyarrow
+fi

@@ -1,0 +1,290 @@
+#include <spillway/table/arrow.hpp>
+
+#include <spillway/core/error.hpp>
+
+#include "cpu_threads.hpp"
+
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace spillway {
+
+namespace {
+
+struct Format {
+  const char* arrow;
+  TypeId type;
+};
+constexpr Format formats[] = {{"c", TypeId::INT8},    {"s", TypeId::INT16},  {"i", TypeId::INT32},
+                              {"l", TypeId::INT64},   {"C", TypeId::UINT8},  {"S", TypeId::UINT16},
+                              {"I", TypeId::UINT32},  {"L", TypeId::UINT64}, {"f", TypeId::FLOAT32},
+                              {"g", TypeId::FLOAT64}, {"b", TypeId::BOOL8},  {"u", TypeId::STRING}};
+
+const char* arrow_format(TypeId t) {
+  for (const auto& f : formats) {
+    if (f.type == t) return f.arrow;
+  }
+  return "?";
+}
+
+[[noreturn]] void bad_column(const std::string& name, std::size_t i, const std::string& why) {
+  SPILLWAY_FAIL("import_arrow: column " + std::to_string(i) + " ('" + name + "'): " + why);
+}
+
+}  // namespace
+
+ArrowImport::~ArrowImport() {
+  if (array_.release != nullptr) array_.release(&array_);
+  if (schema_.release != nullptr) schema_.release(&schema_);
+}
+
+ArrowImport::ArrowImport(ArrowImport&& o) noexcept
+    : schema_{o.schema_},
+      array_{o.array_},
+      view_{std::move(o.view_)},
+      copies_{std::move(o.copies_)} {
+  o.schema_.release = nullptr;
+  o.array_.release = nullptr;
+}
+
+ArrowImport import_arrow(ArrowSchema* schema, ArrowArray* array, BufferResource& br) {
+  SPILLWAY_EXPECTS(schema != nullptr && array != nullptr && schema->release != nullptr &&
+                       array->release != nullptr,
+                   "import_arrow: null or already released ArrowSchema/ArrowArray");
+  ArrowImport imp;
+  imp.schema_ = *schema;  // take ownership (moves the structs, as a consumer does)
+  schema->release = nullptr;
+  imp.array_ = *array;
+  array->release = nullptr;
+  const ArrowSchema& s = imp.schema_;
+  const ArrowArray& a = imp.array_;
+  const std::string_view top = s.format != nullptr ? s.format : "";
+  SPILLWAY_EXPECTS(
+      top == "+s",
+      "import_arrow: expected a record batch (struct format '+s'), got '" + std::string(top) + "'");
+  SPILLWAY_EXPECTS(
+      a.length >= 0 && a.offset >= 0 && a.n_children == s.n_children && s.n_children >= 0,
+      "import_arrow: malformed struct array (length " + std::to_string(a.length) + ", " +
+          std::to_string(a.n_children) + " children for " + std::to_string(s.n_children) +
+          " fields)");
+  SPILLWAY_EXPECTS(a.null_count == 0 || a.n_buffers < 1 || a.buffers[0] == nullptr,
+                   "import_arrow: null rows at the record-batch level are not supported");
+  const auto rows = static_cast<std::size_t>(a.length);
+  for (std::int64_t i = 0; i < s.n_children; ++i) {
+    const ArrowSchema& cs = *s.children[i];
+    const ArrowArray& ca = *a.children[i];
+    const std::string name = cs.name != nullptr ? cs.name : "";
+    const std::string fmt = cs.format != nullptr ? cs.format : "";
+    const auto ci = static_cast<std::size_t>(i);
+    const Format* f = nullptr;
+    for (const auto& cand : formats) {
+      if (fmt == cand.arrow) f = &cand;
+    }
+    if (f == nullptr) {
+      bad_column(name, ci,
+                 "Arrow format '" + fmt +
+                     "' is not supported (supported: int8..int64, uint8..uint64, float32, "
+                     "float64, bool, utf8 string)");
+    }
+    if (cs.dictionary != nullptr)
+      bad_column(name, ci, "dictionary-encoded columns are not supported");
+    if (ca.length < a.offset + a.length) {
+      bad_column(name, ci,
+                 "its length " + std::to_string(ca.length) + " is shorter than the batch");
+    }
+    const std::int64_t expected_buffers = f->type == TypeId::STRING ? 3 : 2;
+    if (ca.n_buffers != expected_buffers || ca.offset < 0) {
+      bad_column(name, ci,
+                 "expected " + std::to_string(expected_buffers) + " buffers, got " +
+                     std::to_string(ca.n_buffers));
+    }
+    const auto offset = static_cast<std::size_t>(ca.offset + a.offset);
+    ColumnView v;
+    v.type = f->type;
+    v.size = rows;
+    const auto* validity = static_cast<const std::uint8_t*>(ca.buffers[0]);
+    if (ca.null_count != 0 && validity != nullptr) {
+      if (offset % 8 == 0) {
+        v.null_mask = validity + offset / 8;
+      } else {
+        auto mask = br.allocate(MemoryType::HOST, mask_bytes(rows));
+        if (mask->size() > 0) std::memset(mask->data(), 0, mask->size());
+        detail::copy_bits(reinterpret_cast<std::uint8_t*>(mask->data()), 0, validity, offset, rows);
+        v.null_mask = reinterpret_cast<const std::uint8_t*>(mask->data());
+        imp.copies_.push_back(std::move(mask));
+      }
+    }
+    if (f->type == TypeId::BOOL8) {
+      // Arrow packs booleans into bits; spillway keeps one byte per row.
+      auto data = br.allocate(MemoryType::HOST, rows);
+      const auto* bits = static_cast<const std::uint8_t*>(ca.buffers[1]);
+      auto* out = reinterpret_cast<std::uint8_t*>(data->data());
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t b = offset + r;
+        out[r] = static_cast<std::uint8_t>((bits[b / 8] >> (b % 8)) & 1U);
+      }
+      v.data = data->data();
+      imp.copies_.push_back(std::move(data));
+    } else if (f->type == TypeId::STRING) {
+      const auto* off = static_cast<const std::int32_t*>(ca.buffers[1]) + offset;
+      const auto* chars = static_cast<const char*>(ca.buffers[2]);
+      if (off[0] < 0) bad_column(name, ci, "negative string offset");
+      for (std::size_t r = 0; r < rows; ++r) {
+        if (off[r + 1] < off[r])
+          bad_column(name, ci, "string offsets decrease at row " + std::to_string(r));
+      }
+      if (off[0] == 0) {
+        v.offsets = off;
+        v.data = chars;
+      } else {
+        // A slice: rebase the offsets (the characters stay where they are).
+        auto rebased = br.allocate(MemoryType::HOST, (rows + 1) * sizeof(std::int32_t));
+        auto* o = reinterpret_cast<std::int32_t*>(rebased->data());
+        for (std::size_t r = 0; r <= rows; ++r) o[r] = off[r] - off[0];
+        v.offsets = o;
+        v.data = chars + off[0];
+        imp.copies_.push_back(std::move(rebased));
+      }
+    } else {
+      v.data = static_cast<const std::byte*>(ca.buffers[1]) + offset * size_of(f->type);
+    }
+    imp.view_.columns.push_back(v);
+    imp.view_.names.push_back(name);
+  }
+  return imp;
+}
+
+// ---- export ------------------------------------------------------------------------------------
+
+namespace {
+
+struct ExportedColumn {
+  std::vector<std::uint8_t> validity;
+  std::vector<std::uint8_t> data;
+  std::vector<std::int32_t> offsets;
+  std::vector<const void*> buffers;
+};
+
+struct ExportedBatch {
+  std::vector<ArrowArray> children;
+  std::vector<ArrowArray*> child_ptrs;
+  std::vector<const void*> buffers{nullptr};
+};
+
+struct ExportedSchema {
+  std::string format;
+  std::string name;
+  std::vector<ArrowSchema> children;
+  std::vector<ArrowSchema*> child_ptrs;
+};
+
+void release_column(ArrowArray* a) {
+  delete static_cast<ExportedColumn*>(a->private_data);
+  a->release = nullptr;
+}
+
+void release_batch(ArrowArray* a) {
+  for (std::int64_t i = 0; i < a->n_children; ++i) {
+    if (a->children[i]->release != nullptr) a->children[i]->release(a->children[i]);
+  }
+  delete static_cast<ExportedBatch*>(a->private_data);
+  a->release = nullptr;
+}
+
+void release_schema(ArrowSchema* s) {
+  for (std::int64_t i = 0; i < s->n_children; ++i) {
+    if (s->children[i]->release != nullptr) s->children[i]->release(s->children[i]);
+  }
+  delete static_cast<ExportedSchema*>(s->private_data);
+  s->release = nullptr;
+}
+
+void fill_schema(ArrowSchema* s, ExportedSchema* d, std::int64_t flags) {
+  s->format = d->format.c_str();
+  s->name = d->name.c_str();
+  s->metadata = nullptr;
+  s->flags = flags;
+  s->n_children = static_cast<std::int64_t>(d->children.size());
+  s->children = d->child_ptrs.empty() ? nullptr : d->child_ptrs.data();
+  s->dictionary = nullptr;
+  s->release = release_schema;
+  s->private_data = d;
+}
+
+}  // namespace
+
+void export_arrow(const TableView& table, ArrowSchema* schema, ArrowArray* array) {
+  SPILLWAY_EXPECTS(schema != nullptr && array != nullptr, "export_arrow: null output structs");
+  const std::size_t ncols = table.num_columns();
+  const std::size_t rows = table.num_rows();
+  auto batch = std::make_unique<ExportedBatch>();
+  auto top = std::make_unique<ExportedSchema>();
+  top->format = "+s";
+  batch->children.resize(ncols);
+  top->children.resize(ncols);
+  for (std::size_t c = 0; c < ncols; ++c) {
+    const ColumnView& col = table.columns[c];
+    auto d = std::make_unique<ExportedColumn>();
+    std::int64_t nulls = 0;
+    if (col.nullable()) {
+      d->validity.assign(mask_bytes(rows), 0);
+      detail::copy_bits(d->validity.data(), 0, col.null_mask, 0, rows);
+      for (std::size_t r = 0; r < rows; ++r) nulls += col.is_valid(r) ? 0 : 1;
+    }
+    d->buffers.push_back(d->validity.empty() ? nullptr : d->validity.data());
+    if (col.type == TypeId::BOOL8) {
+      d->data.assign(mask_bytes(rows), 0);
+      for (std::size_t r = 0; r < rows; ++r) {
+        if (col.value<std::uint8_t>(r) != 0)
+          d->data[r / 8] |= static_cast<std::uint8_t>(1U << (r % 8));
+      }
+      d->buffers.push_back(d->data.data());
+    } else if (col.type == TypeId::STRING) {
+      d->offsets.assign(col.offsets, col.offsets + rows + 1);
+      if (rows == 0) d->offsets.assign(1, 0);
+      const std::size_t n = col.data_bytes();
+      d->data.resize(n);
+      if (n > 0) std::memcpy(d->data.data(), col.data, n);
+      d->buffers.push_back(d->offsets.data());
+      d->buffers.push_back(d->data.data());
+    } else {
+      const std::size_t n = rows * size_of(col.type);
+      d->data.resize(n);
+      if (n > 0) std::memcpy(d->data.data(), col.data, n);
+      d->buffers.push_back(d->data.data());
+    }
+    ArrowArray& ca = batch->children[c];
+    ca.length = static_cast<std::int64_t>(rows);
+    ca.null_count = nulls;
+    ca.offset = 0;
+    ca.n_buffers = static_cast<std::int64_t>(d->buffers.size());
+    ca.n_children = 0;
+    ca.buffers = d->buffers.data();
+    ca.children = nullptr;
+    ca.dictionary = nullptr;
+    ca.release = release_column;
+    ca.private_data = d.release();
+
+    auto cs = new ExportedSchema();  // owned by the child schema's release
+    cs->format = arrow_format(col.type);
+    cs->name = c < table.names.size() ? table.names[c] : "";
+    // Nullable, as Arrow fields are by default (whether or not this table has nulls).
+    fill_schema(&top->children[c], cs, ARROW_FLAG_NULLABLE);
+  }
+  for (auto& ch : batch->children) batch->child_ptrs.push_back(&ch);
+  for (auto& ch : top->children) top->child_ptrs.push_back(&ch);
+  array->length = static_cast<std::int64_t>(rows);
+  array->null_count = 0;
+  array->offset = 0;
+  array->n_buffers = 1;
+  array->n_children = static_cast<std::int64_t>(ncols);
+  array->buffers = batch->buffers.data();
+  array->children = batch->child_ptrs.empty() ? nullptr : batch->child_ptrs.data();
+  array->dictionary = nullptr;
+  array->release = release_batch;
+  array->private_data = batch.release();
+  fill_schema(schema, top.release(), 0);
+}
+
+}  // namespace spillway
