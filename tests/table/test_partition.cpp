@@ -89,7 +89,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, HashPartition,
                                            Case{3000, 7, 0.3, 0},  // not a power of two
                                            Case{3000, 8, 0, 0},    // a power of two
                                            Case{2000, 5, 0, 1.0},  // every row to one partition
-                                           Case{2000, 300, 0.05, 0.5}));
+                                           Case{2000, 300, 0.05, 0.5},
+                                           // beyond the write-combining limit (1024)
+                                           Case{3000, 2000, 0.1, 0}));
 
 TEST(HashPartition, BadArgumentsAreErrors) {
   test::TempDir dir;
