@@ -60,43 +60,45 @@ void combine_fixed(const ColumnView& col, std::size_t begin, std::size_t end, st
 
 void hash_rows(const TableView& keys, std::size_t begin, std::size_t end, std::uint32_t seed,
                std::uint32_t* out) noexcept {
-  std::fill(out, out + (end - begin), seed);
-  for (const ColumnView& col : keys.columns) {
+  std::fill(out, out + (end - begin), 0U);
+  for (std::size_t c = 0; c < keys.columns.size(); ++c) {
+    const ColumnView& col = keys.columns[c];
+    const std::uint32_t s = c == 0 ? seed : default_hash_seed;  // as cuDF: only column 0 is seeded
     switch (col.type) {
       case TypeId::INT8:
-        combine_fixed<std::int8_t>(col, begin, end, seed, out);
+        combine_fixed<std::int8_t>(col, begin, end, s, out);
         break;
       case TypeId::INT16:
-        combine_fixed<std::int16_t>(col, begin, end, seed, out);
+        combine_fixed<std::int16_t>(col, begin, end, s, out);
         break;
       case TypeId::INT32:
-        combine_fixed<std::int32_t>(col, begin, end, seed, out);
+        combine_fixed<std::int32_t>(col, begin, end, s, out);
         break;
       case TypeId::INT64:
-        combine_fixed<std::int64_t>(col, begin, end, seed, out);
+        combine_fixed<std::int64_t>(col, begin, end, s, out);
         break;
       case TypeId::UINT8:
       case TypeId::BOOL8:
-        combine_fixed<std::uint8_t>(col, begin, end, seed, out);
+        combine_fixed<std::uint8_t>(col, begin, end, s, out);
         break;
       case TypeId::UINT16:
-        combine_fixed<std::uint16_t>(col, begin, end, seed, out);
+        combine_fixed<std::uint16_t>(col, begin, end, s, out);
         break;
       case TypeId::UINT32:
-        combine_fixed<std::uint32_t>(col, begin, end, seed, out);
+        combine_fixed<std::uint32_t>(col, begin, end, s, out);
         break;
       case TypeId::UINT64:
-        combine_fixed<std::uint64_t>(col, begin, end, seed, out);
+        combine_fixed<std::uint64_t>(col, begin, end, s, out);
         break;
       case TypeId::FLOAT32:
-        combine_fixed<float>(col, begin, end, seed, out);
+        combine_fixed<float>(col, begin, end, s, out);
         break;
       case TypeId::FLOAT64:
-        combine_fixed<double>(col, begin, end, seed, out);
+        combine_fixed<double>(col, begin, end, s, out);
         break;
       case TypeId::STRING:
         for (std::size_t r = begin; r < end; ++r) {
-          out[r - begin] = hash_combine(out[r - begin], hash_element(col, r, seed));
+          out[r - begin] = hash_combine(out[r - begin], hash_element(col, r, s));
         }
         break;
     }

@@ -40,4 +40,12 @@ TEST(RowHash, CombinesColumnsInOrderAndHashesNulls) {
   const std::uint32_t h1 = hash_combine(hash_combine(0, hash_value(a[1], 0)), null_hash);
   EXPECT_EQ(hash_row(t, 1, 0), h1);
   EXPECT_NE(hash_row(t, 0, 0), hash_row(t, 0, 1));  // the seed matters
+  // As cuDF: only the first column is hashed with the seed, the rest with seed 0.
+  const std::uint32_t seeded =
+      hash_combine(hash_combine(0, hash_value(a[0], 99)), hash_value(b[0], 0));
+  EXPECT_EQ(hash_row(t, 0, 99), seeded);
+  std::uint32_t block[2];
+  hash_rows(t, 0, 2, 99, block);
+  EXPECT_EQ(block[0], hash_row(t, 0, 99));
+  EXPECT_EQ(block[1], hash_row(t, 1, 99));
 }

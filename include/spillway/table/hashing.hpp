@@ -1,8 +1,10 @@
 #pragma once
 /// @file hashing.hpp
-/// MurmurHash3 x86_32 and the row hash of hash partitioning, defined as cuDF's: each element is
-/// hashed with the seed (floats normalized: -0.0 as 0.0, every NaN as the quiet NaN; nulls hash
-/// to 0xFFFFFFFF), and the column hashes are folded into the seed with cuDF's hash_combine.
+/// MurmurHash3 x86_32 and the row hash of hash partitioning, defined as cuDF's device_row_hasher
+/// (cudf/table/experimental/row_operators.cuh): each element is hashed with Murmur3 (floats
+/// normalized: -0.0 as 0.0, every NaN as the quiet NaN; a null hashes to 0xFFFFFFFF); the first
+/// column's element is hashed with the seed and combined into 0, every other column's element
+/// is hashed with the default seed 0 and combined in with cuDF's hash_combine.
 /// The same functions compile for the host and (later) the GPU.
 
 #include <spillway/table/column_view.hpp>
@@ -97,8 +99,10 @@ void hash_rows(const TableView& keys, std::size_t begin, std::size_t end, std::u
 
 /// The row hash over the key columns (host memory).
 inline std::uint32_t hash_row(const TableView& keys, std::size_t row, std::uint32_t seed) noexcept {
-  std::uint32_t h = seed;
-  for (const auto& c : keys.columns) h = hash_combine(h, hash_element(c, row, seed));
+  std::uint32_t h = 0;
+  for (std::size_t c = 0; c < keys.columns.size(); ++c) {
+    h = hash_combine(h, hash_element(keys.columns[c], row, c == 0 ? seed : default_hash_seed));
+  }
   return h;
 }
 
