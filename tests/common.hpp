@@ -58,6 +58,13 @@ inline BufferResourceConfig small_config(const std::string& spill_dir) {
   return c;
 }
 
+/// small_config without the GPU tiers.
+inline BufferResourceConfig host_config(const std::string& spill_dir) {
+  auto c = small_config(spill_dir);
+  c.use_gpu = false;
+  return c;
+}
+
 /// splitmix64: a fast, seeded byte pattern that differs at every 8-byte word.
 inline std::uint64_t mix(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;

@@ -12,11 +12,6 @@
 using namespace spillway;
 
 namespace {
-BufferResourceConfig host_config(const std::string& dir) {
-  auto cfg = test::small_config(dir);
-  cfg.use_gpu = false;
-  return cfg;
-}
 
 Table mixed_table(BufferResource& br, std::size_t rows, double nulls, std::uint64_t seed = 1) {
   RandomTableOptions o;
@@ -34,7 +29,7 @@ class PackRoundTrip : public ::testing::TestWithParam<std::tuple<std::size_t, do
 
 TEST_P(PackRoundTrip, EveryTypeWithAndWithoutNulls) {
   test::TempDir dir;
-  BufferResource br(host_config(dir.path()));
+  BufferResource br(test::host_config(dir.path()));
   const auto [rows, nulls] = GetParam();
   Table t = mixed_table(br, rows, nulls);
   auto unpacked = unpack(pack(t.view(), br));
@@ -49,7 +44,7 @@ INSTANTIATE_TEST_SUITE_P(Sizes, PackRoundTrip,
 
 TEST(SplitAndPack, PartsAreTheRowRanges) {
   test::TempDir dir;
-  BufferResource br(host_config(dir.path()));
+  BufferResource br(test::host_config(dir.path()));
   Table t = mixed_table(br, 1001, 0.2);
   const std::vector<std::size_t> splits{0, 3, 3, 500, 1001};
   auto parts = split_and_pack(t.view(), splits, br);
@@ -73,7 +68,7 @@ TEST(SplitAndPack, PartsAreTheRowRanges) {
 
 TEST(Concat, UnpackAndConcatRestoresTheTable) {
   test::TempDir dir;
-  BufferResource br(host_config(dir.path()));
+  BufferResource br(test::host_config(dir.path()));
   Table t = mixed_table(br, 777, 0.1);
   const std::vector<std::size_t> splits{100, 101, 600};
   Table back = unpack_and_concat(split_and_pack(t.view(), splits, br), br);
@@ -92,7 +87,7 @@ TEST(Concat, UnpackAndConcatRestoresTheTable) {
 
 TEST(Concat, SchemaMismatchIsAnError) {
   test::TempDir dir;
-  BufferResource br(host_config(dir.path()));
+  BufferResource br(test::host_config(dir.path()));
   RandomTableOptions a;
   a.rows = 3;
   a.types = {TypeId::INT32};
@@ -127,7 +122,7 @@ void expect_corrupt(PackedData p, const std::string& words) {
 
 TEST(Unpack, RejectsTruncatedMetadataAtEveryLength) {
   test::TempDir dir;
-  BufferResource br(host_config(dir.path()));
+  BufferResource br(test::host_config(dir.path()));
   Table t = mixed_table(br, 20, 0.2);
   const PackedData good = pack(t.view(), br);
   for (std::size_t n = 0; n < good.metadata.size(); ++n) {
@@ -142,7 +137,7 @@ TEST(Unpack, RejectsTruncatedMetadataAtEveryLength) {
 
 TEST(Unpack, NamesWhatIsWrong) {
   test::TempDir dir;
-  BufferResource br(host_config(dir.path()));
+  BufferResource br(test::host_config(dir.path()));
   Table t = mixed_table(br, 20, 0.2);
   const PackedData good = pack(t.view(), br);
   {
@@ -176,7 +171,7 @@ TEST(Unpack, NamesWhatIsWrong) {
 
 TEST(Unpack, RejectsCorruptStringOffsets) {
   test::TempDir dir;
-  BufferResource br(host_config(dir.path()));
+  BufferResource br(test::host_config(dir.path()));
   RandomTableOptions o;
   o.rows = 10;
   o.types = {TypeId::STRING};
@@ -191,7 +186,7 @@ TEST(Unpack, RejectsCorruptStringOffsets) {
 
 TEST(Unpack, RandomByteFlipsNeverCrash) {
   test::TempDir dir;
-  BufferResource br(host_config(dir.path()));
+  BufferResource br(test::host_config(dir.path()));
   Table t = mixed_table(br, 50, 0.2);
   const PackedData good = pack(t.view(), br);
   std::mt19937 rng(7);
@@ -215,7 +210,7 @@ TEST(Unpack, RandomByteFlipsNeverCrash) {
 
 TEST(Unpack, DevicePayloadNeedsTheGpuPath) {
   test::TempDir dir;
-  BufferResource br(host_config(dir.path()));
+  BufferResource br(test::host_config(dir.path()));
   Table t = mixed_table(br, 5, 0);
   PackedData p = pack(t.view(), br);
   p.payload = br.move(std::move(p.payload), MemoryType::DISK);

@@ -12,11 +12,6 @@
 using namespace spillway;
 
 namespace {
-BufferResourceConfig host_config(const std::string& dir) {
-  auto cfg = test::small_config(dir);
-  cfg.use_gpu = false;
-  return cfg;
-}
 
 /// Checks a partitioned result against the definition, row by row.
 void expect_valid_partitioning(const TableView& in, const std::vector<std::size_t>& keys,
@@ -52,7 +47,7 @@ class HashPartition : public ::testing::TestWithParam<Case> {};
 
 TEST_P(HashPartition, MatchesTheDefinitionForEveryThreadCount) {
   test::TempDir dir;
-  BufferResource br(host_config(dir.path()));
+  BufferResource br(test::host_config(dir.path()));
   const Case c = GetParam();
   RandomTableOptions o;
   o.rows = c.rows;
@@ -95,7 +90,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, HashPartition,
 
 TEST(HashPartition, BadArgumentsAreErrors) {
   test::TempDir dir;
-  BufferResource br(host_config(dir.path()));
+  BufferResource br(test::host_config(dir.path()));
   RandomTableOptions o;
   o.rows = 10;
   Table t = random_table(o, br);
@@ -109,7 +104,7 @@ TEST(HashPartition, BadArgumentsAreErrors) {
 
 TEST(PartitionAndPack, ExtraMemoryIsAtMostATenthAboveTheOutputs) {
   test::TempDir dir;
-  BufferResource br(host_config(dir.path()));
+  BufferResource br(test::host_config(dir.path()));
   RandomTableOptions o;
   o.rows = 1 << 18;
   o.types = std::vector<TypeId>(10, TypeId::INT32);

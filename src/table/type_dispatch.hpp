@@ -1,0 +1,41 @@
+#pragma once
+// Calls a generic lambda with the C++ type of a fixed-width column (internal).
+
+#include <spillway/table/data_type.hpp>
+
+#include <cstdint>
+
+namespace spillway::detail {
+
+/// f.template operator()<T>() with T the storage type of `t` (BOOL8 as uint8_t); `t` must be
+/// fixed-width.
+template <typename F>
+decltype(auto) dispatch_fixed(TypeId t, F&& f) {
+  switch (t) {
+    case TypeId::INT8:
+      return f.template operator()<std::int8_t>();
+    case TypeId::INT16:
+      return f.template operator()<std::int16_t>();
+    case TypeId::INT32:
+      return f.template operator()<std::int32_t>();
+    case TypeId::INT64:
+      return f.template operator()<std::int64_t>();
+    case TypeId::UINT16:
+      return f.template operator()<std::uint16_t>();
+    case TypeId::UINT32:
+      return f.template operator()<std::uint32_t>();
+    case TypeId::UINT64:
+      return f.template operator()<std::uint64_t>();
+    case TypeId::FLOAT32:
+      return f.template operator()<float>();
+    case TypeId::FLOAT64:
+      return f.template operator()<double>();
+    case TypeId::UINT8:
+    case TypeId::BOOL8:
+    case TypeId::STRING:
+      break;
+  }
+  return f.template operator()<std::uint8_t>();
+}
+
+}  // namespace spillway::detail
