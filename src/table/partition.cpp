@@ -6,7 +6,9 @@
 #include "cpu_threads.hpp"
 #include "pack_format.hpp"
 
+#if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -62,7 +64,9 @@ class WriteCombiner {
       if (fill_[p] > 0) std::memcpy(to_[p], buf_[p].bytes, fill_[p]);
       fill_[p] = 0;
     }
+#if defined(__SSE2__)
     _mm_sfence();  // order the non-temporal stores before the data is handed on
+#endif
   }
 
  private:
@@ -72,6 +76,7 @@ class WriteCombiner {
 
   void flush(std::size_t p) noexcept {
     const std::uint32_t f = fill_[p];
+#if defined(__SSE2__)
     if (f == line) {
       auto* dst = reinterpret_cast<__m128i*>(to_[p]);
       const auto* src = reinterpret_cast<const __m128i*>(buf_[p].bytes);
@@ -80,6 +85,9 @@ class WriteCombiner {
       _mm_stream_si128(dst + 2, _mm_load_si128(src + 2));
       _mm_stream_si128(dst + 3, _mm_load_si128(src + 3));
     } else {
+#else
+    {  // no non-temporal stores on this architecture: whole-line copies still help
+#endif
       std::memcpy(to_[p], buf_[p].bytes, f);  // the first, partial line
     }
     to_[p] += f;
