@@ -22,7 +22,7 @@ namespace detail {
 
 bool log_enabled(LogLevel level) noexcept {
   try {
-    return level <= options::get().log_level;
+    return level <= options::log_level();
   } catch (...) {
     return level <= LogLevel::warn;
   }

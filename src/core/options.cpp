@@ -4,6 +4,7 @@
 #include <spillway/core/units.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -117,6 +118,9 @@ OptionValues from_environment() {
 struct State {
   std::mutex mutex;
   std::optional<OptionValues> values;
+  // The log level, readable without the lock or a copy of the settings (logging checks it on
+  // every message); -1 until the settings are first read.
+  std::atomic<int> log_level{-1};
 };
 
 State& state() {
@@ -130,6 +134,7 @@ void update(F&& f) {
   std::lock_guard lock(s.mutex);
   if (!s.values) s.values = from_environment();
   f(*s.values);
+  s.log_level.store(static_cast<int>(s.values->log_level), std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -137,10 +142,14 @@ void update(F&& f) {
 namespace options {
 
 OptionValues get() {
-  auto& s = state();
-  std::lock_guard lock(s.mutex);
-  if (!s.values) s.values = from_environment();
-  return *s.values;
+  OptionValues out;
+  update([&](OptionValues& v) { out = v; });
+  return out;
+}
+
+LogLevel log_level() {
+  const int level = state().log_level.load(std::memory_order_relaxed);
+  return level >= 0 ? static_cast<LogLevel>(level) : get().log_level;
 }
 
 void set(const OptionValues& values) {

@@ -235,12 +235,11 @@ void scatter(const TableView& table, const Plan<PidT>& plan,
           combiners.reserve(ncols);
           for (std::size_t c = 0; c < ncols; ++c) {
             const ColumnView& col = table.columns[c];
-            if (col.type != TypeId::STRING) {
-              for (std::size_t p = 0; p < n; ++p) {
-                base[p] = dest[c][p].data + row_start.row(t)[p] * size_of(col.type);
-              }
+            std::vector<std::byte*> first(col.type == TypeId::STRING ? 0 : n);  // none for strings
+            for (std::size_t p = 0; p < first.size(); ++p) {
+              first[p] = dest[c][p].data + row_start.row(t)[p] * size_of(col.type);
             }
-            combiners.emplace_back(base);  // unused for strings
+            combiners.emplace_back(first);
           }
         }
         for (std::size_t r0 = a; r0 < b; r0 += block_rows) {
@@ -265,52 +264,37 @@ void scatter(const TableView& table, const Plan<PidT>& plan,
                 d[p].offsets[slot[r - r0] + 1] = d[p].char_base + pos[p];
               }
             } else {
-              for (std::size_t p = 0; p < n; ++p) base[p] = d[p].data;
               const auto* src = static_cast<const std::byte*>(col.data);
-              const std::size_t w = size_of(col.type);
-              if (wc) {
-                WriteCombiner& wcb = combiners[c];
-                switch (w) {
-                  case 1:
-                    wcb.push_rows<1, PidT>(pid + r0, src + r0, r1 - r0);
-                    break;
-                  case 2:
-                    wcb.push_rows<2, PidT>(pid + r0, src + r0 * 2, r1 - r0);
-                    break;
-                  case 4:
-                    wcb.push_rows<4, PidT>(pid + r0, src + r0 * 4, r1 - r0);
-                    break;
-                  default:
-                    wcb.push_rows<8, PidT>(pid + r0, src + r0 * 8, r1 - r0);
-                    break;
+              auto move_rows = [&]<std::size_t W>() {
+                if (wc) {
+                  combiners[c].push_rows<W, PidT>(pid + r0, src + r0 * W, r1 - r0);
+                  return;
                 }
-              } else {
-                auto move_rows = [&]<std::size_t W>() {
-                  // Locals, so that the byte stores (which may alias anything) do not force the
-                  // pointers to be reloaded on every row.
-                  const PidT* const ids = pid + r0;
-                  const std::size_t* const at = slot.data();
-                  std::byte* const* const to = base.data();
-                  const std::byte* const from = src + r0 * W;
-                  const std::size_t count = r1 - r0;
-                  for (std::size_t i = 0; i < count; ++i) {
-                    std::memcpy(to[ids[i]] + at[i] * W, from + i * W, W);
-                  }
-                };
-                switch (w) {
-                  case 1:
-                    move_rows.template operator()<1>();
-                    break;
-                  case 2:
-                    move_rows.template operator()<2>();
-                    break;
-                  case 4:
-                    move_rows.template operator()<4>();
-                    break;
-                  default:
-                    move_rows.template operator()<8>();
-                    break;
+                for (std::size_t p = 0; p < n; ++p) base[p] = d[p].data;
+                // Locals, so that the byte stores (which may alias anything) do not force the
+                // pointers to be reloaded on every row.
+                const PidT* const ids = pid + r0;
+                const std::size_t* const at = slot.data();
+                std::byte* const* const to = base.data();
+                const std::byte* const from = src + r0 * W;
+                const std::size_t count = r1 - r0;
+                for (std::size_t i = 0; i < count; ++i) {
+                  std::memcpy(to[ids[i]] + at[i] * W, from + i * W, W);
                 }
+              };
+              switch (size_of(col.type)) {
+                case 1:
+                  move_rows.template operator()<1>();
+                  break;
+                case 2:
+                  move_rows.template operator()<2>();
+                  break;
+                case 4:
+                  move_rows.template operator()<4>();
+                  break;
+                default:
+                  move_rows.template operator()<8>();
+                  break;
               }
             }
             if (col.nullable()) {

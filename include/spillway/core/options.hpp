@@ -62,6 +62,8 @@ struct OptionValues {
 namespace options {
 /// A snapshot of the current settings (environment applied on first call).
 OptionValues get();
+/// The current log level, without copying the settings (environment applied on first call).
+LogLevel log_level();
 /// Replaces all settings (used by OptionsGuard).
 void set(const OptionValues& values);
 
