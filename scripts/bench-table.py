@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints the medians of a bench_memory JSON file (Google Benchmark) as a Markdown table."""
+"""Prints the medians of a bench_memory or bench_table_gpu JSON file (Google Benchmark) as a Markdown table."""
 import json
 import sys
 
@@ -30,6 +30,10 @@ def main(path: str) -> None:
             if "vs_55.3" in b:
                 ratio += f"; {b['vs_55.3']:.2f} of 55.3 GB/s PCIe"
             print(f"| {name} | {b['GB/s']:.2f} GB/s | {ceiling} | {ratio} |")
+        elif "TB/s" in b:
+            extra = f"; peak extra {b['peak_extra']:.2f}x input" if "peak_extra" in b else ""
+            print(f"| {name} | {b['TB/s']:.3f} TB/s | {b['copy_TB/s']:.3f} TB/s (device copy) | "
+                  f"{b['fraction']:.2f}{extra} |")
         elif "raw_ns" in b:
             ns = b["real_time"] * {"ns": 1, "us": 1e3, "ms": 1e6}[b["time_unit"]]
             print(f"| {name} | {ns / 1e3:.2f} us | {b['raw_ns'] / 1e3:.2f} us (raw allocator) | "

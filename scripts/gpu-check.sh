@@ -40,6 +40,10 @@ if [ "$only" != tests ]; then
     --benchmark_out="$OUT/bench_memory.json" --benchmark_out_format=json \
     > "$OUT/bench_memory.log" 2>&1 || { fail=1; tail -30 "$OUT/bench_memory.log"; }
   python3 scripts/bench-table.py "$OUT/bench_memory.json" > "$OUT/bench_table.md" || fail=1
+  "$B"/bench/bench_table_gpu --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+    --benchmark_out="$OUT/bench_table_gpu.json" --benchmark_out_format=json \
+    > "$OUT/bench_table_gpu.log" 2>&1 || { fail=1; tail -30 "$OUT/bench_table_gpu.log"; }
+  python3 scripts/bench-table.py "$OUT/bench_table_gpu.json" | tail -n +3 >> "$OUT/bench_table.md" || fail=1
 fi
 
 echo

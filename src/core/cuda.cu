@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda_try.hpp"
+
 #include <cstdint>
 #include <string>
 
@@ -12,29 +14,11 @@ namespace spillway::cuda {
 
 namespace {
 
-[[noreturn]] void fail(cudaError_t err, const char* call, const char* file, int line) {
-  throw cuda_error(detail::format_error(
-      file, line,
-      std::string(call) + " failed: " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err)));
-}
-
 cudaStream_t s(Stream stream) {
   return static_cast<cudaStream_t>(stream.handle());
 }
 
 }  // namespace
-
-}  // namespace spillway::cuda
-
-#define SPILLWAY_CUDA_TRY(call)                                         \
-  do {                                                                  \
-    const cudaError_t spillway_err_ = (call);                           \
-    if (spillway_err_ != cudaSuccess) [[unlikely]] {                    \
-      ::spillway::cuda::fail(spillway_err_, #call, __FILE__, __LINE__); \
-    }                                                                   \
-  } while (0)
-
-namespace spillway::cuda {
 
 bool is_compiled() noexcept {
   return true;

@@ -2,6 +2,7 @@
 
 #include <spillway/core/error.hpp>
 #include <spillway/stats/memory_profiler.hpp>
+#include <spillway/table/gpu.hpp>
 
 #include "cpu_threads.hpp"
 #include "pack_format.hpp"
@@ -87,9 +88,13 @@ PackedData pack(const TableView& table, BufferResource& br) {
 UnpackedTable unpack(PackedData packed) {
   SPILLWAY_EXPECTS(packed.payload != nullptr, "unpack: the packed data has no payload");
   const Buffer& payload = *packed.payload;
+  if (payload.mem_type() == MemoryType::DEVICE) {
+    const Stream stream = payload.stream();
+    return gpu::unpack(std::move(packed), stream);
+  }
   SPILLWAY_EXPECTS(is_host_accessible(payload.mem_type()),
                    "unpack: the payload is in " + std::string(to_string(payload.mem_type())) +
-                       "; the CPU unpack reads host memory (move it to HOST first)");
+                       "; unpack reads host or device memory (move it off the disk first)");
   payload.wait();
   const detail::PackLayout layout = detail::decode(packed.metadata, payload.size());
   const std::byte* base = payload.size() > 0 ? payload.data() : nullptr;
@@ -191,6 +196,8 @@ Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br) {
   std::vector<UnpackedTable> parts;
   std::vector<TableView> views;
   for (auto& p : packed) {
+    SPILLWAY_EXPECTS(p.payload != nullptr && is_host_accessible(p.payload->mem_type()),
+                     "unpack_and_concat: every payload must be in host memory");
     parts.push_back(unpack(std::move(p)));
     views.push_back(parts.back().view());
   }

@@ -62,4 +62,19 @@ TableView Table::view() const {
   return v;
 }
 
+Table copy_table(const Table& table, MemoryType to, BufferResource& br, Stream stream) {
+  auto copy = [&](const Buffer* b) -> std::unique_ptr<Buffer> {
+    if (b == nullptr) return nullptr;
+    auto res = br.reserve(to, b->size());
+    return br.copy(*b, res, stream);
+  };
+  std::vector<Column> columns;
+  for (std::size_t c = 0; c < table.num_columns(); ++c) {
+    const Column& col = table.column(c);
+    columns.emplace_back(col.type(), col.size(), copy(&col.data()), copy(col.offsets()),
+                         copy(col.null_mask()));
+  }
+  return Table(std::move(columns), table.names());
+}
+
 }  // namespace spillway

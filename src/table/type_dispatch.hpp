@@ -1,6 +1,7 @@
 #pragma once
 // Calls a generic lambda with the C++ type of a fixed-width column (internal).
 
+#include <spillway/core/host_device.hpp>
 #include <spillway/table/data_type.hpp>
 
 #include <cstdint>
@@ -8,9 +9,9 @@
 namespace spillway::detail {
 
 /// f.template operator()<T>() with T the storage type of `t` (BOOL8 as uint8_t); `t` must be
-/// fixed-width.
+/// fixed-width. Usable in device code.
 template <typename F>
-decltype(auto) dispatch_fixed(TypeId t, F&& f) {
+SPILLWAY_HOST_DEVICE decltype(auto) dispatch_fixed(TypeId t, F&& f) {
   switch (t) {
     case TypeId::INT8:
       return f.template operator()<std::int8_t>();

@@ -41,6 +41,8 @@ class Buffer {
   /// @throws spillway::logic_error for a DISK buffer, which has no pointer.
   [[nodiscard]] std::byte* data();
   [[nodiscard]] const std::byte* data() const;
+  /// The resource that made the buffer (and holds its reservation).
+  [[nodiscard]] BufferResource& resource() const noexcept { return *br_; }
   /// The stream the last write into this buffer was queued on.
   [[nodiscard]] Stream stream() const noexcept { return stream_; }
   /// True when no asynchronous copy into the buffer is still running.

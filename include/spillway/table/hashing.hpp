@@ -5,8 +5,9 @@
 /// normalized: -0.0 as 0.0, every NaN as the quiet NaN; a null hashes to 0xFFFFFFFF); the first
 /// column's element is hashed with the seed and combined into 0, every other column's element
 /// is hashed with the default seed 0 and combined in with cuDF's hash_combine.
-/// The same functions compile for the host and (later) the GPU.
+/// The same functions compile for the host and the GPU.
 
+#include <spillway/core/host_device.hpp>
 #include <spillway/table/column_view.hpp>
 
 #include <bit>
@@ -15,12 +16,6 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
-
-#if defined(__CUDACC__)
-#define SPILLWAY_HOST_DEVICE __host__ __device__
-#else
-#define SPILLWAY_HOST_DEVICE
-#endif
 
 namespace spillway {
 

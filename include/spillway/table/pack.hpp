@@ -36,9 +36,10 @@ std::vector<PackedData> split_and_pack(const TableView& table, std::span<const s
                                        BufferResource& br);
 
 /// Views the payload as a table after checking every length and offset (the metadata and, for
-/// strings, the offsets themselves). The payload must be host memory.
+/// strings, the offsets themselves). A DEVICE payload is checked on the GPU (gpu::unpack on the
+/// payload's stream) and viewed in device memory.
 /// @throws spillway::corrupt_data_error naming the problem; spillway::logic_error for a payload
-///         that is not in host memory.
+///         on DISK.
 UnpackedTable unpack(PackedData packed);
 
 /// Concatenates tables of the same schema into one new HOST table.

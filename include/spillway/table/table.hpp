@@ -3,6 +3,7 @@
 /// Owning columns and tables: their bytes live in Buffers of a BufferResource.
 
 #include <spillway/memory/buffer.hpp>
+#include <spillway/memory/buffer_resource.hpp>
 #include <spillway/table/column_view.hpp>
 
 #include <memory>
@@ -53,5 +54,10 @@ class Table {
   std::vector<Column> columns_;
   std::vector<std::string> names_;
 };
+
+/// A copy of `table` whose buffers are on tier `to` (DEVICE to hand a host table to the GPU
+/// functions of gpu.hpp, HOST to read a result on the host). Copies that involve the GPU are
+/// asynchronous on `stream`. @throws spillway::out_of_memory
+Table copy_table(const Table& table, MemoryType to, BufferResource& br, Stream stream = {});
 
 }  // namespace spillway

@@ -1,0 +1,57 @@
+#pragma once
+/// @file gpu.hpp
+/// The table operations on the GPU: the same results as the CPU versions in hashing.hpp,
+/// partition.hpp and pack.hpp, byte for byte (the same row hashes, the same rows in the same
+/// order, the same metadata and payload bytes), for tables whose columns are in device memory.
+///
+/// Every function runs on the caller's `stream` and allocates every byte, scratch included,
+/// through the BufferResource (outputs on the DEVICE tier, valid on `stream`). They
+/// synchronize `stream` once, where the sizes of the outputs must be known on the host
+/// (partition sizes, string lengths). In a build without CUDA each throws spillway::logic_error.
+
+#include <spillway/core/stream.hpp>
+#include <spillway/memory/buffer_resource.hpp>
+#include <spillway/table/hashing.hpp>
+#include <spillway/table/pack.hpp>
+#include <spillway/table/packed_data.hpp>
+#include <spillway/table/partition.hpp>
+#include <spillway/table/table.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace spillway::gpu {
+
+/// The row hash of every row over `keys` (device memory) into a DEVICE buffer of num_rows
+/// uint32 values, equal to spillway::hash_rows.
+std::unique_ptr<Buffer> hash_rows(const TableView& keys, std::uint32_t seed, BufferResource& br,
+                                  Stream stream);
+
+/// spillway::hash_partition on the GPU: a DEVICE table with the rows grouped by partition.
+/// @throws spillway::logic_error for bad arguments or more than 2^32 - 1 rows.
+PartitionedTable hash_partition(const TableView& table, std::span<const std::size_t> keys,
+                                std::size_t num_partitions, BufferResource& br, Stream stream,
+                                std::uint32_t seed = default_hash_seed);
+
+/// spillway::partition_and_pack on the GPU: one DEVICE payload per partition, written straight
+/// from the input. Extra memory: the outputs, 2 bytes per row (4 beyond 65535 partitions) and
+/// a histogram of at most 1 byte per row; with STRING columns 4 bytes per row more and 8 per
+/// row and STRING column.
+std::vector<PackedData> partition_and_pack(const TableView& table,
+                                           std::span<const std::size_t> keys,
+                                           std::size_t num_partitions, BufferResource& br,
+                                           Stream stream, std::uint32_t seed = default_hash_seed);
+
+/// spillway::split_and_pack on the GPU: DEVICE payloads.
+std::vector<PackedData> split_and_pack(const TableView& table, std::span<const std::size_t> splits,
+                                       BufferResource& br, Stream stream);
+
+/// spillway::unpack for a DEVICE payload: the metadata is checked on the host, the string
+/// offsets in the payload on the GPU; the views point into device memory. Synchronizes
+/// `stream`. @throws spillway::corrupt_data_error naming the problem
+UnpackedTable unpack(PackedData packed, Stream stream);
+
+}  // namespace spillway::gpu

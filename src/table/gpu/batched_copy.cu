@@ -1,0 +1,132 @@
+#include "batched_copy.cuh"
+
+#include <spillway/table/column_view.hpp>
+
+#include "../../core/cuda_try.hpp"
+#include "device_column.cuh"
+
+#include <vector>
+
+namespace spillway::gpu::detail {
+
+namespace {
+
+constexpr unsigned block_threads = 256;
+
+/// What one block does with items [a, b) of a range.
+struct CopyBody {
+  static constexpr std::size_t chunk = std::size_t{256} << 10;  // bytes per block
+  __host__ __device__ static std::size_t items(const CopyRange& r) { return r.bytes; }
+
+  template <typename V>
+  __device__ static void copy(const CopyRange& r, std::size_t a, std::size_t b) {
+    auto* d = reinterpret_cast<V*>(r.dst + a);
+    const auto* s = reinterpret_cast<const V*>(r.src + a);
+    const std::size_t n = (b - a) / sizeof(V);
+    if (r.src == nullptr) {
+      for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = V{};
+    } else {
+      for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
+    }
+    for (std::size_t i = a + n * sizeof(V) + threadIdx.x; i < b; i += blockDim.x) {
+      r.dst[i] = r.src == nullptr ? std::byte{0} : r.src[i];
+    }
+  }
+
+  __device__ void operator()(const CopyRange& r, std::size_t a, std::size_t b) const {
+    // `a` is a multiple of the chunk, so the range's alignment is the chunk's.
+    const auto align = reinterpret_cast<std::uintptr_t>(r.dst) |
+                       (r.src == nullptr ? 0 : reinterpret_cast<std::uintptr_t>(r.src));
+    if (align % 16 == 0) {
+      copy<uint4>(r, a, b);
+    } else if (align % 8 == 0) {
+      copy<std::uint64_t>(r, a, b);
+    } else if (align % 4 == 0) {
+      copy<std::uint32_t>(r, a, b);
+    } else {
+      copy<std::uint8_t>(r, a, b);
+    }
+  }
+};
+
+struct BitBody {
+  static constexpr std::size_t chunk = std::size_t{64} << 10;  // output bytes per block
+  __host__ __device__ static std::size_t items(const BitRange& r) { return mask_bytes(r.bits); }
+
+  __device__ void operator()(const BitRange& r, std::size_t a, std::size_t b) const {
+    for (std::size_t k = a + threadIdx.x; k < b; k += blockDim.x) {
+      const std::size_t s = r.src_bit + 8 * k;
+      const std::size_t left = r.bits - 8 * k;  // bits still to copy, > 0
+      const unsigned sh = s & 7U;
+      unsigned v = r.src[s >> 3] >> sh;
+      if (sh != 0 && left > 8 - sh) v |= static_cast<unsigned>(r.src[(s >> 3) + 1]) << (8 - sh);
+      if (left < 8) v &= (1U << left) - 1;
+      r.dst[k] = static_cast<std::uint8_t>(v);
+    }
+  }
+};
+
+struct RebaseBody {
+  static constexpr std::size_t chunk = std::size_t{64} << 10;  // offsets per block
+  __host__ __device__ static std::size_t items(const RebaseRange& r) { return r.count; }
+
+  __device__ void operator()(const RebaseRange& r, std::size_t a, std::size_t b) const {
+    const std::int32_t base = r.src[0];
+    for (std::size_t i = a + threadIdx.x; i < b; i += blockDim.x) r.dst[i] = r.src[i] - base;
+  }
+};
+
+template <typename R, typename Body>
+__global__ void ranges_kernel(const R* ranges, const std::size_t* first_chunk, std::size_t n,
+                              Body body) {
+  const std::size_t chunk = blockIdx.x;
+  std::size_t lo = 0;
+  std::size_t hi = n;  // the range is the last one with first_chunk <= chunk
+  while (hi - lo > 1) {
+    const std::size_t mid = (lo + hi) / 2;
+    if (first_chunk[mid] <= chunk) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  const R r = ranges[lo];
+  const std::size_t a = (chunk - first_chunk[lo]) * Body::chunk;
+  const std::size_t b = a + Body::chunk < Body::items(r) ? a + Body::chunk : Body::items(r);
+  body(r, a, b);
+}
+
+template <typename Body, typename R>
+void launch(std::span<const R> ranges, BufferResource& br, Stream stream) {
+  std::vector<R> kept;
+  std::vector<std::size_t> first;
+  std::size_t chunks = 0;
+  for (const R& r : ranges) {
+    const std::size_t items = Body::items(r);
+    if (items == 0) continue;
+    kept.push_back(r);
+    first.push_back(chunks);
+    chunks += (items + Body::chunk - 1) / Body::chunk;
+  }
+  if (chunks == 0) return;
+  SPILLWAY_EXPECTS(chunks <= 0x7FFFFFFFU, "batched copy: too many chunks");
+  auto d_ranges = to_device(kept, br, stream);
+  auto d_first = to_device(first, br, stream);
+  ranges_kernel<<<static_cast<unsigned>(chunks), block_threads, 0, raw(stream)>>>(
+      as<const R>(*d_ranges), as<const std::size_t>(*d_first), kept.size(), Body{});
+  SPILLWAY_CUDA_TRY(cudaGetLastError());
+}
+
+}  // namespace
+
+void copy_ranges(std::span<const CopyRange> ranges, BufferResource& br, Stream stream) {
+  launch<CopyBody>(ranges, br, stream);
+}
+void copy_ranges(std::span<const BitRange> ranges, BufferResource& br, Stream stream) {
+  launch<BitBody>(ranges, br, stream);
+}
+void copy_ranges(std::span<const RebaseRange> ranges, BufferResource& br, Stream stream) {
+  launch<RebaseBody>(ranges, br, stream);
+}
+
+}  // namespace spillway::gpu::detail

@@ -1,0 +1,92 @@
+#pragma once
+// Columns as the kernels see them, and the row hash on the GPU (internal).
+
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/memory/buffer_resource.hpp>
+#include <spillway/table/column_view.hpp>
+#include <spillway/table/hashing.hpp>
+
+#include "../type_dispatch.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <vector>
+
+namespace spillway::gpu::detail {
+
+/// One column in device memory.
+struct DeviceColumn {
+  TypeId type;
+  std::uint32_t width;  // bytes per row; 0 for STRING
+  const std::byte* data;
+  const std::int32_t* offsets;
+  const std::uint8_t* mask;
+};
+
+__device__ inline bool is_valid(const DeviceColumn& c, std::size_t row) {
+  return c.mask == nullptr || ((c.mask[row >> 3] >> (row & 7)) & 1U) != 0;
+}
+
+/// The hash of element `row`, as spillway::hash_element on the host.
+__device__ inline std::uint32_t hash_element(const DeviceColumn& c, std::size_t row,
+                                             std::uint32_t seed) {
+  if (!is_valid(c, row)) return null_hash;
+  if (c.type == TypeId::STRING) {
+    const std::int32_t a = c.offsets[row];
+    return murmur3_32(reinterpret_cast<const char*>(c.data) + a,
+                      static_cast<std::size_t>(c.offsets[row + 1] - a), seed);
+  }
+  return spillway::detail::dispatch_fixed(c.type, [&]<typename T>() {
+    return hash_value(reinterpret_cast<const T*>(c.data)[row], seed);
+  });
+}
+
+/// The row hash over `keys`, as spillway::hash_row on the host.
+__device__ inline std::uint32_t hash_row(const DeviceColumn* keys, std::uint32_t nkeys,
+                                         std::size_t row, std::uint32_t seed) {
+  std::uint32_t h = 0;
+  for (std::uint32_t k = 0; k < nkeys; ++k) {
+    h = hash_combine(h, hash_element(keys[k], row, k == 0 ? seed : default_hash_seed));
+  }
+  return h;
+}
+
+inline DeviceColumn to_device_column(const ColumnView& c) {
+  return {c.type, static_cast<std::uint32_t>(size_of(c.type)),
+          static_cast<const std::byte*>(c.data), c.offsets, c.null_mask};
+}
+
+/// A DEVICE buffer holding `values`, copied on `stream` (the host vector may go right after:
+/// pageable copies are staged before the call returns).
+template <typename T>
+std::unique_ptr<Buffer> to_device(const std::vector<T>& values, BufferResource& br, Stream stream) {
+  auto buf = br.allocate(MemoryType::DEVICE, values.size() * sizeof(T), stream);
+  if (!values.empty()) cuda::memcpy_async(buf->data(), values.data(), buf->size(), stream);
+  return buf;
+}
+
+/// `values.size()` values of a device buffer, copied to the host (synchronizes `stream`).
+template <typename T>
+void to_host(std::vector<T>& values, const void* device, Stream stream) {
+  if (!values.empty()) cuda::memcpy_async(values.data(), device, values.size() * sizeof(T), stream);
+  cuda::stream_synchronize(stream);
+}
+
+template <typename T>
+T* as(Buffer& b) {
+  return reinterpret_cast<T*>(b.data());
+}
+
+inline cudaStream_t raw(Stream s) {
+  return static_cast<cudaStream_t>(s.handle());
+}
+
+/// Blocks of `threads` threads to cover `n` items.
+inline unsigned blocks_for(std::size_t n, unsigned threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+}  // namespace spillway::gpu::detail

@@ -1,0 +1,35 @@
+// The GPU table functions in a build without CUDA: each says so.
+#include <spillway/core/error.hpp>
+#include <spillway/table/gpu.hpp>
+
+namespace spillway::gpu {
+
+namespace {
+
+[[noreturn]] void no_cuda(const char* what) {
+  throw logic_error(std::string("spillway::gpu::") + what +
+                    ": spillway was built without CUDA (configure with -DSPILLWAY_CUDA=ON)");
+}
+
+}  // namespace
+
+std::unique_ptr<Buffer> hash_rows(const TableView&, std::uint32_t, BufferResource&, Stream) {
+  no_cuda("hash_rows");
+}
+PartitionedTable hash_partition(const TableView&, std::span<const std::size_t>, std::size_t,
+                                BufferResource&, Stream, std::uint32_t) {
+  no_cuda("hash_partition");
+}
+std::vector<PackedData> partition_and_pack(const TableView&, std::span<const std::size_t>,
+                                           std::size_t, BufferResource&, Stream, std::uint32_t) {
+  no_cuda("partition_and_pack");
+}
+std::vector<PackedData> split_and_pack(const TableView&, std::span<const std::size_t>,
+                                       BufferResource&, Stream) {
+  no_cuda("split_and_pack");
+}
+UnpackedTable unpack(PackedData, Stream) {
+  no_cuda("unpack");
+}
+
+}  // namespace spillway::gpu

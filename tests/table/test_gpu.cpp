@@ -1,0 +1,239 @@
+// The GPU table functions against the CPU ones: the same hashes, the same partitions, the same
+// packed metadata and payload bytes, on random tables of every type with nulls and strings;
+// device-side validation of unpack. Skips without a GPU.
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/table/generator.hpp>
+#include <spillway/table/gpu.hpp>
+#include <spillway/table/pack.hpp>
+#include <spillway/table/partition.hpp>
+
+#include "common.hpp"
+#include "table_common.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+using namespace spillway;
+
+namespace {
+
+class GpuTable : public ::testing::Test {
+ protected:
+  void SetUp() override { SPILLWAY_SKIP_UNLESS_LIVE(br, MemoryType::DEVICE); }
+
+  Table host_table(std::size_t rows, double nulls, std::uint64_t seed = 7) {
+    RandomTableOptions o;
+    o.rows = rows;
+    o.types = test::all_types;
+    o.null_fraction = nulls;
+    o.key_cardinality = 500;
+    o.max_string = 24;
+    o.seed = seed;
+    return random_table(o, br);
+  }
+  Table on_device(const Table& t) {
+    Table d = copy_table(t, MemoryType::DEVICE, br, stream);
+    stream.view().synchronize();
+    return d;
+  }
+  Table on_host(const Table& t) {
+    Table h = copy_table(t, MemoryType::HOST, br, stream);
+    stream.view().synchronize();
+    return h;
+  }
+  /// The packed data with its payload moved to HOST.
+  PackedData to_host(PackedData p) {
+    p.payload = br.move(std::move(p.payload), MemoryType::HOST, stream);
+    p.payload->wait();
+    return p;
+  }
+
+  test::TempDir dir;
+  BufferResource br{test::small_config(dir.path())};
+  OwningStream stream;  // the default stream without a GPU
+};
+
+/// Every meaningful byte equal: values, string offsets and characters, validity bytes.
+void expect_same_bytes(const TableView& a, const TableView& b) {
+  ASSERT_EQ(a.num_columns(), b.num_columns());
+  ASSERT_EQ(a.num_rows(), b.num_rows());
+  ASSERT_EQ(a.names, b.names);
+  for (std::size_t c = 0; c < a.num_columns(); ++c) {
+    const ColumnView& x = a.columns[c];
+    const ColumnView& y = b.columns[c];
+    ASSERT_EQ(x.type, y.type) << "column " << c;
+    ASSERT_EQ(x.nullable(), y.nullable()) << "column " << c;
+    ASSERT_EQ(x.data_bytes(), y.data_bytes()) << "column " << c;
+    if (x.data_bytes() > 0) {
+      EXPECT_EQ(std::memcmp(x.data, y.data, x.data_bytes()), 0) << "data of column " << c;
+    }
+    if (x.type == TypeId::STRING) {
+      EXPECT_EQ(std::memcmp(x.offsets, y.offsets, (x.size + 1) * 4), 0) << "offsets of " << c;
+    }
+    if (x.nullable() && x.size > 0) {
+      EXPECT_EQ(std::memcmp(x.null_mask, y.null_mask, mask_bytes(x.size)), 0) << "mask of " << c;
+    }
+  }
+}
+
+void expect_same_packs(std::vector<PackedData>& cpu, std::vector<PackedData>& gpu) {
+  ASSERT_EQ(cpu.size(), gpu.size());
+  for (std::size_t p = 0; p < cpu.size(); ++p) {
+    ASSERT_EQ(gpu[p].payload->mem_type(), MemoryType::HOST);
+    ASSERT_EQ(cpu[p].metadata, gpu[p].metadata) << "metadata of part " << p;
+    ASSERT_EQ(cpu[p].payload->size(), gpu[p].payload->size()) << "payload of part " << p;
+    const UnpackedTable x = unpack(std::move(cpu[p]));
+    const UnpackedTable y = unpack(std::move(gpu[p]));
+    SCOPED_TRACE("part " + std::to_string(p));
+    expect_same_bytes(x.view(), y.view());
+  }
+}
+
+}  // namespace
+
+TEST_F(GpuTable, RowHashesEqualTheHost) {
+  const Table h = host_table(10000, 0.2);
+  const Table d = on_device(h);
+  for (std::uint32_t seed : {0U, 12345U}) {
+    auto hashes = gpu::hash_rows(d.view(), seed, br, stream);
+    hashes = br.move(std::move(hashes), MemoryType::HOST, stream);
+    hashes->wait();
+    std::vector<std::uint32_t> expected(h.num_rows());
+    hash_rows(h.view(), 0, h.num_rows(), seed, expected.data());
+    ASSERT_EQ(std::memcmp(hashes->data(), expected.data(), expected.size() * 4), 0);
+  }
+}
+
+struct Case {
+  std::size_t rows;
+  std::size_t partitions;
+  double nulls;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return std::to_string(info.param.rows) + "rows_" + std::to_string(info.param.partitions) +
+         "parts_" + std::to_string(static_cast<int>(info.param.nulls * 100)) + "pct_null";
+}
+
+class GpuPartition : public GpuTable, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(GpuPartition, PartitionAndPackEqualsTheCpuByteForByte) {
+  const Case c = GetParam();
+  const Table h = host_table(c.rows, c.nulls);
+  const Table d = on_device(h);
+  const std::vector<std::size_t> keys{2, 11, 9};  // int32, string, float64
+  auto cpu = partition_and_pack(h.view(), keys, c.partitions, br, 99);
+  auto gpu_parts = gpu::partition_and_pack(d.view(), keys, c.partitions, br, stream, 99);
+  for (auto& p : gpu_parts) {
+    ASSERT_EQ(p.payload->mem_type(), MemoryType::DEVICE);
+    p = to_host(std::move(p));
+  }
+  expect_same_packs(cpu, gpu_parts);
+}
+
+TEST_P(GpuPartition, HashPartitionEqualsTheCpuByteForByte) {
+  const Case c = GetParam();
+  const Table h = host_table(c.rows, c.nulls, 11);
+  const Table d = on_device(h);
+  const std::vector<std::size_t> keys{0};
+  auto cpu = hash_partition(h.view(), keys, c.partitions, br);
+  auto gpu_part = gpu::hash_partition(d.view(), keys, c.partitions, br, stream);
+  EXPECT_EQ(cpu.offsets, gpu_part.offsets);
+  const Table back = on_host(gpu_part.table);
+  expect_same_bytes(cpu.table.view(), back.view());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Sizes, GpuPartition,
+    ::testing::Values(Case{0, 4, 0.0}, Case{1, 1, 0.5}, Case{1000, 7, 0.1}, Case{5000, 64, 0.0},
+                      Case{20000, 1000, 0.3},  // cursors in shared memory, the most
+                      Case{20000, 1500, 0.3},  // cursors in global memory
+                      Case{3000, 70000, 0.2},  // 32-bit partition ids
+                      Case{100000, 2, 0.05}),
+    case_name);
+
+TEST_F(GpuTable, SplitAndPackEqualsTheCpuByteForByte) {
+  const Table h = host_table(20000, 0.25);
+  const Table d = on_device(h);
+  std::mt19937_64 rng(5);
+  for (int round = 0; round < 5; ++round) {
+    std::vector<std::size_t> splits;
+    for (int i = 0; i < 9; ++i) splits.push_back(rng() % (h.num_rows() + 1));
+    splits.push_back(splits.front());  // an empty part
+    splits.push_back(0);
+    splits.push_back(h.num_rows());
+    std::sort(splits.begin(), splits.end());
+    auto cpu = split_and_pack(h.view(), splits, br);
+    auto gpu_parts = gpu::split_and_pack(d.view(), splits, br, stream);
+    for (auto& p : gpu_parts) p = to_host(std::move(p));
+    expect_same_packs(cpu, gpu_parts);
+  }
+}
+
+TEST_F(GpuTable, SplitAndPackRejectsBadSplits) {
+  const Table d = on_device(host_table(100, 0));
+  const std::vector<std::size_t> descending{50, 10};
+  EXPECT_THROW(gpu::split_and_pack(d.view(), descending, br, stream), logic_error);
+  const std::vector<std::size_t> beyond{101};
+  EXPECT_THROW(gpu::split_and_pack(d.view(), beyond, br, stream), logic_error);
+}
+
+TEST_F(GpuTable, UnpackViewsDevicePayloadsAndChecksStringOffsetsOnTheGpu) {
+  const Table h = host_table(3000, 0.1);
+  const Table d = on_device(h);
+  auto packed = gpu::split_and_pack(d.view(), {}, br, stream);
+  ASSERT_EQ(packed.size(), 1U);
+  // Where column 11's offsets are: pack the host table for the same layout.
+  auto host_pack = split_and_pack(h.view(), {}, br);
+  const UnpackedTable host_view = unpack(std::move(host_pack[0]));
+  const auto offsets_at = reinterpret_cast<const std::byte*>(host_view.view().columns[11].offsets) -
+                          host_view.packed().payload->data();
+  {
+    // Intact: unpack (dispatching to gpu::unpack) gives device views of the right shape.
+    auto res = br.reserve(MemoryType::DEVICE, packed[0].payload->size());
+    PackedData copy{packed[0].metadata, br.copy(*packed[0].payload, res, stream)};
+    const UnpackedTable u = unpack(std::move(copy));
+    EXPECT_EQ(u.view().num_rows(), 3000U);
+    EXPECT_EQ(u.view().names, h.names());
+  }
+  auto corrupt = [&](std::size_t index, std::int32_t value, const char* expect) {
+    auto res = br.reserve(MemoryType::DEVICE, packed[0].payload->size());
+    PackedData bad{packed[0].metadata, br.copy(*packed[0].payload, res, stream)};
+    cuda::memcpy_async(bad.payload->data() + offsets_at + index * 4, &value, 4, stream);
+    stream.view().synchronize();
+    try {
+      (void)gpu::unpack(std::move(bad), stream);
+      ADD_FAILURE() << "no error for " << expect;
+    } catch (const corrupt_data_error& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  };
+  corrupt(0, 3, "do not start at 0");
+  corrupt(1500, -7, "decrease at row 1499");
+  corrupt(3000, 1 << 30, "do not end at");
+}
+
+TEST_F(GpuTable, UnpackRejectsHostPayloads) {
+  auto packed = split_and_pack(host_table(10, 0).view(), {}, br);
+  EXPECT_THROW((void)gpu::unpack(std::move(packed[0]), stream), logic_error);
+}
+
+TEST_F(GpuTable, PartitionAndPackNeedsLittleMoreThanItsOutputs) {
+  RandomTableOptions o;
+  o.rows = 1 << 20;
+  o.types = std::vector<TypeId>(10, TypeId::INT32);
+  const Table d = on_device(random_table(o, br));
+  const std::size_t input = d.view().total_bytes();
+  const std::size_t before = br.used(MemoryType::DEVICE);
+  br.reset_peak(MemoryType::DEVICE);
+  auto parts = gpu::partition_and_pack(d.view(), std::vector<std::size_t>{0}, 16, br, stream);
+  stream.view().synchronize();
+  const std::size_t extra = br.peak(MemoryType::DEVICE) - before;
+  std::size_t outputs = 0;
+  for (const auto& p : parts) outputs += p.payload->size();
+  EXPECT_GE(extra, outputs);
+  EXPECT_LE(static_cast<double>(extra), 1.1 * static_cast<double>(input))
+      << "extra " << extra << " for " << input << " input bytes";
+}
