@@ -63,6 +63,20 @@ const char* device_name() {
   return prop.name;
 }
 
+bool enable_peer_access(int device, int peer) {
+  int can = 0;
+  SPILLWAY_CUDA_TRY(cudaDeviceCanAccessPeer(&can, device, peer));
+  if (can == 0) return false;
+  int current = 0;
+  SPILLWAY_CUDA_TRY(cudaGetDevice(&current));
+  SPILLWAY_CUDA_TRY(cudaSetDevice(device));
+  const cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
+  if (err == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+  SPILLWAY_CUDA_TRY(cudaSetDevice(current));
+  if (err != cudaErrorPeerAccessAlreadyEnabled) SPILLWAY_CUDA_TRY(err);
+  return true;
+}
+
 void* malloc_device(std::size_t bytes) {
   void* p = nullptr;
   SPILLWAY_CUDA_TRY(cudaMalloc(&p, bytes));

@@ -31,6 +31,9 @@ std::size_t device_total_memory() {
 const char* device_name() {
   no_cuda("device_name");
 }
+bool enable_peer_access(int /*device*/, int /*peer*/) {
+  return false;
+}
 void* malloc_device(std::size_t /*bytes*/) {
   no_cuda("malloc_device");
 }

@@ -105,6 +105,14 @@ OptionValues from_environment() {
         end != e->c_str() && *end == '\0' && v.spill_injection >= 0 && v.spill_injection <= 1,
         "SPILLWAY_SPILL_INJECT must be a probability within 0..1, got '" + *e + "'");
   }
+  if (auto e = env("SPILLWAY_COMM_TIMEOUT")) {
+    char* end = nullptr;
+    const double seconds = std::strtod(e->c_str(), &end);
+    SPILLWAY_EXPECTS(end != e->c_str() && *end == '\0' && seconds > 0 && seconds < 1e9,
+                     "SPILLWAY_COMM_TIMEOUT must be a positive number of seconds, got '" + *e +
+                         "'");
+    v.comm_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+  }
   if (auto e = env("SPILLWAY_LOG_LEVEL")) {
     try {
       v.log_level = parse_log_level(*e);
@@ -208,6 +216,11 @@ void set_spill_period(std::chrono::milliseconds period) {
   SPILLWAY_EXPECTS(period.count() >= 0, "the spill period must not be negative");
   update([&](OptionValues& v) { v.spill_period = period; });
 }
+void set_comm_timeout(std::chrono::milliseconds timeout) {
+  SPILLWAY_EXPECTS(timeout.count() > 0, "the communication timeout must be positive");
+  update([&](OptionValues& v) { v.comm_timeout = timeout; });
+}
+
 void set_spill_injection(double probability) {
   SPILLWAY_EXPECTS(probability >= 0 && probability <= 1,
                    "the spill injection probability must be within 0..1");

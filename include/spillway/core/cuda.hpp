@@ -24,6 +24,10 @@ std::size_t device_total_memory();
 /// The device's name, e.g. "NVIDIA H200".
 const char* device_name();
 
+/// Lets `device` access memory of `peer` directly (NVLink/PCIe peer to peer), if the hardware
+/// can; returns whether it can. Enabling twice is fine.
+bool enable_peer_access(int device, int peer);
+
 void* malloc_device(std::size_t bytes);
 void free_device(void* ptr) noexcept;
 /// cudaMallocAsync on the current device's default pool.

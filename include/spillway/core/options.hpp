@@ -55,6 +55,9 @@ struct OptionValues {
   /// SPILLWAY_SPILL_INJECT: probability (0..1) that a reservation first spills its tier even
   /// without pressure — a test knob that forces spilling at random points. Default 0.
   double spill_injection{0};
+  /// SPILLWAY_COMM_TIMEOUT: seconds a rank waits on a peer before it fails with a comm_error
+  /// (a dead or stuck peer); default 300.
+  std::chrono::milliseconds comm_timeout{300000};
   /// SPILLWAY_LOG_LEVEL: none | error | warn | info | debug | trace; default warn.
   LogLevel log_level{LogLevel::warn};
 };
@@ -82,6 +85,7 @@ void set_spill_file_size(std::size_t bytes);
 void set_staging_size(std::size_t bytes);
 void set_spill_period(std::chrono::milliseconds period);
 void set_spill_injection(double probability);
+void set_comm_timeout(std::chrono::milliseconds timeout);
 void set_log_level(LogLevel level);
 
 /// Reads the SPILLWAY_* variables again into the settings (tests use this after setenv).

@@ -1,0 +1,130 @@
+#pragma once
+/// @file communicator.hpp
+/// The Communicator interface: ranks, asynchronous tagged sends and receives of Buffers of any
+/// memory tier and of small host messages, completion tests with a timeout, and a barrier.
+/// Implementations: SingleCommunicator (single.hpp), LocalCommunicator (local.hpp, ranks as
+/// threads of one process), MpiCommunicator (mpi.hpp, one rank per process).
+
+#include <spillway/comm/logger.hpp>
+#include <spillway/comm/tag.hpp>
+#include <spillway/memory/buffer.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace spillway {
+
+namespace detail {
+
+/// The state of one send or receive, advanced by `progress()` (implementation-specific).
+class Request {
+ public:
+  Request(bool is_send, Rank peer, Tag tag, std::size_t bytes)
+      : is_send{is_send}, peer{peer}, tag{tag}, bytes{bytes} {}
+  virtual ~Request() = default;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+  /// Advances the transfer; true once it has completed (the buffer may then be reused).
+  /// @throws spillway::comm_error when it failed (the peer is gone, sizes disagree, ...)
+  virtual bool progress() = 0;
+  /// Called when a future is dropped before completing: the transfer must stop touching the
+  /// buffer before this returns.
+  virtual void cancel() noexcept {}
+  /// "send of 4096 bytes to rank 1 (op 3 stage 1)"
+  [[nodiscard]] std::string describe() const;
+
+  const bool is_send;
+  const Rank peer;
+  const Tag tag;
+  const std::size_t bytes;
+};
+
+}  // namespace detail
+
+/// An outstanding send or receive. It owns the buffer being sent or received into until the
+/// transfer has completed; then `Communicator::release` hands the buffer back.
+class Future {
+ public:
+  Future(std::shared_ptr<detail::Request> request, std::unique_ptr<Buffer> buffer)
+      : request_{std::move(request)}, buffer_{std::move(buffer)} {}
+  ~Future() {
+    if (!done_ && request_) request_->cancel();
+  }
+  Future(const Future&) = delete;
+  Future& operator=(const Future&) = delete;
+  [[nodiscard]] const detail::Request& request() const noexcept { return *request_; }
+  [[nodiscard]] const Buffer* buffer() const noexcept { return buffer_.get(); }
+
+ private:
+  friend class Communicator;
+  std::shared_ptr<detail::Request> request_;
+  std::unique_ptr<Buffer> buffer_;
+  bool done_{false};
+};
+
+/// A small host message received by `recv_any`.
+struct Message {
+  Rank source{0};
+  std::vector<std::uint8_t> data;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  [[nodiscard]] virtual Rank rank() const noexcept = 0;
+  [[nodiscard]] virtual int nranks() const noexcept = 0;
+  /// "local", "mpi", "single".
+  [[nodiscard]] virtual const char* kind() const noexcept = 0;
+
+  /// Sends `buffer` (DEVICE, PINNED_HOST or HOST; its queued writes must be done or on its
+  /// stream) to `dst`. The receiver posts a receive of exactly buffer->size() bytes.
+  /// @throws spillway::logic_error for a bad rank or a DISK buffer
+  virtual std::unique_ptr<Future> send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) = 0;
+  /// Receives the next buffer sent by `src` with `tag` into `buffer`, whose tier the receiver
+  /// chose (so the bytes land where it wants them). Its size must equal the sent size.
+  virtual std::unique_ptr<Future> recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) = 0;
+  /// Sends a small host message (metadata, control) to `dst`.
+  virtual void send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) = 0;
+  /// A small message with `tag` from any rank, if one has arrived; never blocks.
+  virtual std::optional<Message> recv_any(Tag tag) = 0;
+  /// Blocks until every rank has called barrier(). @throws spillway::comm_error on timeout
+  virtual void barrier() = 0;
+
+  /// Whether `future` has completed (advancing it). @throws spillway::comm_error if it failed
+  bool test(Future& future);
+  /// The indices of the futures that have completed (each tested once).
+  std::vector<std::size_t> test_some(std::span<const std::unique_ptr<Future>> futures);
+  /// Blocks until `future` completes. @throws spillway::comm_error when it fails or has not
+  /// completed after timeout() (a dead or stuck peer)
+  void wait(Future& future);
+  /// The buffer of a completed future. @throws spillway::logic_error if it has not completed
+  std::unique_ptr<Buffer> release(std::unique_ptr<Future> future);
+
+  /// How long wait() and barrier() wait for a peer: SPILLWAY_COMM_TIMEOUT (seconds, default
+  /// 300) unless set here.
+  [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+  void set_timeout(std::chrono::milliseconds t) noexcept { timeout_ = t; }
+  [[nodiscard]] const Logger& logger() const noexcept { return logger_; }
+
+ protected:
+  Communicator(Rank rank, int nranks);
+  /// Throws spillway::logic_error unless 0 <= r < nranks().
+  void check_rank(Rank r, const char* what) const;
+  /// Throws spillway::logic_error for a DISK buffer or a null one.
+  static void check_buffer(const Buffer* b, const char* what);
+
+ private:
+  Logger logger_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace spillway

@@ -1,0 +1,45 @@
+#pragma once
+/// @file local.hpp
+/// N ranks as threads of one process: the embedded default, no launcher needed. Buffers move
+/// by memcpy (host to host) or cudaMemcpyAsync (anything involving a GPU; device to device
+/// over NVLink, peer access enabled between all GPUs).
+
+#include <spillway/comm/communicator.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace spillway {
+
+namespace detail {
+struct LocalHub;
+}
+
+class LocalCommunicator final : public Communicator {
+ public:
+  /// The communicators of one group of `nranks` ranks: hand element i to the thread of rank i.
+  /// Enables peer access between all visible GPUs. @throws spillway::logic_error for nranks < 1
+  static std::vector<std::unique_ptr<Communicator>> create(int nranks);
+  /// The GPU of rank `rank`: rank % device count (-1 without a GPU).
+  static int device_of(Rank rank) noexcept;
+
+  /// Leaves the group: peers waiting on this rank get a comm_error instead of hanging.
+  ~LocalCommunicator() override;
+
+  [[nodiscard]] Rank rank() const noexcept override { return rank_; }
+  [[nodiscard]] int nranks() const noexcept override;
+  [[nodiscard]] const char* kind() const noexcept override { return "local"; }
+  std::unique_ptr<Future> send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) override;
+  std::unique_ptr<Future> recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) override;
+  void send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) override;
+  std::optional<Message> recv_any(Tag tag) override;
+  void barrier() override;
+
+  LocalCommunicator(std::shared_ptr<detail::LocalHub> hub, Rank rank);
+
+ private:
+  std::shared_ptr<detail::LocalHub> hub_;
+  Rank rank_;
+};
+
+}  // namespace spillway

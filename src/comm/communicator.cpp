@@ -1,0 +1,72 @@
+#include <spillway/comm/communicator.hpp>
+
+#include <spillway/core/error.hpp>
+#include <spillway/core/options.hpp>
+
+#include <thread>
+
+namespace spillway {
+
+std::string to_string(Tag tag) {
+  return "op " + std::to_string(tag.op) + " stage " + std::to_string(tag.stage);
+}
+
+namespace detail {
+
+std::string Request::describe() const {
+  return std::string(is_send ? "send of " : "receive of ") + std::to_string(bytes) +
+         " bytes " + (is_send ? "to" : "from") + " rank " + std::to_string(peer) + " (" +
+         to_string(tag) + ")";
+}
+
+}  // namespace detail
+
+Communicator::Communicator(Rank rank, int nranks)
+    : logger_{rank, nranks}, timeout_{options::get().comm_timeout} {}
+
+void Communicator::check_rank(Rank r, const char* what) const {
+  SPILLWAY_EXPECTS(r >= 0 && r < nranks(), std::string(what) + ": rank " + std::to_string(r) +
+                                               " does not exist (" + std::to_string(nranks()) +
+                                               " ranks)");
+}
+
+void Communicator::check_buffer(const Buffer* b, const char* what) {
+  SPILLWAY_EXPECTS(b != nullptr, std::string(what) + ": no buffer");
+  SPILLWAY_EXPECTS(b->mem_type() != MemoryType::DISK,
+                   std::string(what) + ": a DISK buffer cannot be sent or received into; move "
+                                       "it to a memory tier first");
+}
+
+bool Communicator::test(Future& future) {
+  if (!future.done_) future.done_ = future.request_->progress();
+  return future.done_;
+}
+
+std::vector<std::size_t> Communicator::test_some(std::span<const std::unique_ptr<Future>> futures) {
+  std::vector<std::size_t> done;
+  for (std::size_t i = 0; i < futures.size(); ++i) {
+    if (futures[i] && test(*futures[i])) done.push_back(i);
+  }
+  return done;
+}
+
+void Communicator::wait(Future& future) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  std::size_t spins = 0;
+  while (!test(future)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw comm_error(logger_.prefix() + "timed out after " +
+                       std::to_string(timeout_.count()) + " ms waiting for the " +
+                       future.request().describe() + ": the peer is dead or stuck");
+    }
+    if (++spins > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+std::unique_ptr<Buffer> Communicator::release(std::unique_ptr<Future> future) {
+  SPILLWAY_EXPECTS(future != nullptr && test(*future),
+                   "release: the transfer has not completed (test() or wait() first)");
+  return std::move(future->buffer_);
+}
+
+}  // namespace spillway

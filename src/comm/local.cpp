@@ -1,0 +1,305 @@
+#include <spillway/comm/local.hpp>
+#include <spillway/comm/single.hpp>
+
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/core/event.hpp>
+#include <spillway/memory/buffer_resource.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+namespace spillway {
+
+namespace detail {
+
+class LocalRequest;
+
+/// What the ranks of one group share: the unmatched sends and receives, the small messages,
+/// the barrier and who has left.
+struct LocalHub {
+  explicit LocalHub(int n) : nranks{n}, gone(static_cast<std::size_t>(n)), pending(n), posted(n),
+                             messages(n) {}
+  const int nranks;
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<std::atomic<bool>> gone;
+  // Indexed by the receiving rank, in posting order.
+  std::vector<std::deque<std::shared_ptr<LocalRequest>>> pending;  // sends waiting for a receive
+  std::vector<std::deque<std::shared_ptr<LocalRequest>>> posted;   // receives waiting for a send
+  std::vector<std::deque<std::pair<Tag, Message>>> messages;
+  std::size_t barrier_waiting{0};
+  std::uint64_t barrier_generation{0};
+};
+
+/// One side of a transfer. Once matched, both sides share the copy's completion.
+class LocalRequest final : public Request {
+ public:
+  LocalRequest(bool is_send, Rank self, Rank peer, Tag tag, Buffer* buffer,
+               std::shared_ptr<LocalHub> hub)
+      : Request(is_send, peer, tag, buffer->size()), self{self}, buffer{buffer},
+        hub_{std::move(hub)} {}
+
+  bool progress() override {
+    const int s = state.load(std::memory_order_acquire);
+    if (s == failed) throw comm_error(error);
+    if (s == copying) {
+      if (!event->is_complete()) return false;
+      state.store(done, std::memory_order_release);
+      return true;
+    }
+    if (s == done) return true;
+    if (s == matched) return false;  // the copy is being issued
+    if (hub_->gone[static_cast<std::size_t>(peer)].load()) {
+      // Matched meanwhile? Look again under the lock, where matching happens.
+      std::lock_guard lock(hub_->mutex);
+      if (state.load() == queued) {
+        throw comm_error("rank " + std::to_string(peer) + " left the communicator before the " +
+                         describe() + " was matched");
+      }
+    }
+    return false;
+  }
+
+  void cancel() noexcept override {
+    {
+      std::lock_guard lock(hub_->mutex);
+      auto& q = is_send ? hub_->pending[static_cast<std::size_t>(peer)]
+                        : hub_->posted[static_cast<std::size_t>(self)];
+      for (auto it = q.begin(); it != q.end(); ++it) {
+        if (it->get() == this) {
+          q.erase(it);
+          return;
+        }
+      }
+    }
+    while (state.load() == matched) std::this_thread::yield();  // the copy is being issued
+    if (state.load() == copying) {
+      try {
+        event->synchronize();
+      } catch (...) {  // nothing better to do in a destructor path
+      }
+    }
+  }
+
+  static constexpr int queued = 0, matched = 1, copying = 2, done = 3, failed = 4;
+  const Rank self;
+  Buffer* const buffer;
+  std::atomic<int> state{queued};
+  std::shared_ptr<Event> event;
+  std::string error;
+
+ private:
+  std::shared_ptr<LocalHub> hub_;
+};
+
+namespace {
+
+/// Sets the current device for the scope (no-op without a GPU).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (device < 0) return;
+    old_ = cuda::current_device();
+    if (old_ != device) cuda::set_device(device);
+  }
+  ~DeviceScope() {
+    if (old_ >= 0) {
+      try {
+        cuda::set_device(old_);
+      } catch (...) {
+      }
+    }
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int old_{-1};
+};
+
+/// Moves the bytes of a matched pair (outside the hub lock).
+void transfer(LocalRequest& send, LocalRequest& recv) {
+  if (send.bytes != recv.bytes) {
+    const std::string msg = "size mismatch: rank " + std::to_string(send.self) + " sent " +
+                            std::to_string(send.bytes) + " bytes with " + to_string(send.tag) +
+                            " but rank " + std::to_string(recv.self) + " posted a receive of " +
+                            std::to_string(recv.bytes);
+    send.error = recv.error = msg;
+    send.state.store(LocalRequest::failed);
+    recv.state.store(LocalRequest::failed);
+    return;
+  }
+  Buffer& src = *send.buffer;
+  Buffer& dst = *recv.buffer;
+  const bool gpu = src.mem_type() == MemoryType::DEVICE || dst.mem_type() == MemoryType::DEVICE;
+  if (!gpu || send.bytes == 0) {
+    if (send.bytes > 0) std::memcpy(dst.data(), src.data(), send.bytes);
+    send.state.store(LocalRequest::done, std::memory_order_release);
+    recv.state.store(LocalRequest::done, std::memory_order_release);
+    return;
+  }
+  // On the stream (and device) of the side in device memory, the receiver's if both are.
+  const Buffer& owner = dst.mem_type() == MemoryType::DEVICE || src.mem_type() != MemoryType::DEVICE
+                            ? dst
+                            : src;
+  DeviceScope scope(owner.resource().device());
+  auto event = std::make_shared<Event>();
+  cuda::memcpy_async(dst.data(), src.data(), send.bytes, owner.stream());
+  event->record(owner.stream());
+  send.event = recv.event = event;
+  send.state.store(LocalRequest::copying, std::memory_order_release);
+  recv.state.store(LocalRequest::copying, std::memory_order_release);
+}
+
+/// The first request of `q` from `from` with `tag`, taken out of the queue.
+std::shared_ptr<LocalRequest> take(std::deque<std::shared_ptr<LocalRequest>>& q, Rank from,
+                                   Tag tag, bool sends) {
+  for (auto it = q.begin(); it != q.end(); ++it) {
+    const Rank origin = sends ? (*it)->self : (*it)->peer;
+    if (origin == from && (*it)->tag == tag) {
+      auto r = *it;
+      q.erase(it);
+      return r;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+}  // namespace detail
+
+std::vector<std::unique_ptr<Communicator>> LocalCommunicator::create(int nranks) {
+  SPILLWAY_EXPECTS(nranks >= 1, "a local communicator needs at least one rank");
+  const int gpus = cuda::device_count();
+  for (int a = 0; a < gpus; ++a) {
+    for (int b = 0; b < gpus; ++b) {
+      if (a != b) cuda::enable_peer_access(a, b);
+    }
+  }
+  auto hub = std::make_shared<detail::LocalHub>(nranks);
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (Rank r = 0; r < nranks; ++r) out.push_back(std::make_unique<LocalCommunicator>(hub, r));
+  return out;
+}
+
+int LocalCommunicator::device_of(Rank rank) noexcept {
+  const int gpus = cuda::device_count();
+  return gpus > 0 ? rank % gpus : -1;
+}
+
+std::unique_ptr<Communicator> make_single_communicator() {
+  return std::move(LocalCommunicator::create(1).front());
+}
+
+LocalCommunicator::LocalCommunicator(std::shared_ptr<detail::LocalHub> hub, Rank rank)
+    : Communicator(rank, hub->nranks), hub_{std::move(hub)}, rank_{rank} {}
+
+LocalCommunicator::~LocalCommunicator() {
+  hub_->gone[static_cast<std::size_t>(rank_)].store(true);
+  hub_->cv.notify_all();
+}
+
+int LocalCommunicator::nranks() const noexcept {
+  return hub_->nranks;
+}
+
+std::unique_ptr<Future> LocalCommunicator::send(std::unique_ptr<Buffer> buffer, Rank dst,
+                                                Tag tag) {
+  check_rank(dst, "send");
+  check_buffer(buffer.get(), "send");
+  if (buffer->mem_type() != MemoryType::HOST) {  // writes queued on its stream must land first
+    buffer->wait();
+    buffer->stream().synchronize();
+  }
+  auto req = std::make_shared<detail::LocalRequest>(true, rank_, dst, tag, buffer.get(), hub_);
+  std::shared_ptr<detail::LocalRequest> match;
+  {
+    std::lock_guard lock(hub_->mutex);
+    match = detail::take(hub_->posted[static_cast<std::size_t>(dst)], rank_, tag, false);
+    if (match) {
+      // Claimed under the lock, so that neither side reports the peer gone meanwhile.
+      req->state.store(detail::LocalRequest::matched);
+      match->state.store(detail::LocalRequest::matched);
+    } else {
+      hub_->pending[static_cast<std::size_t>(dst)].push_back(req);
+    }
+  }
+  if (match) detail::transfer(*req, *match);
+  return std::make_unique<Future>(std::move(req), std::move(buffer));
+}
+
+std::unique_ptr<Future> LocalCommunicator::recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) {
+  check_rank(src, "recv");
+  check_buffer(buffer.get(), "recv");
+  auto req = std::make_shared<detail::LocalRequest>(false, rank_, src, tag, buffer.get(), hub_);
+  std::shared_ptr<detail::LocalRequest> match;
+  {
+    std::lock_guard lock(hub_->mutex);
+    match = detail::take(hub_->pending[static_cast<std::size_t>(rank_)], src, tag, true);
+    if (match) {
+      req->state.store(detail::LocalRequest::matched);
+      match->state.store(detail::LocalRequest::matched);
+    } else {
+      hub_->posted[static_cast<std::size_t>(rank_)].push_back(req);
+    }
+  }
+  if (match) detail::transfer(*match, *req);
+  return std::make_unique<Future>(std::move(req), std::move(buffer));
+}
+
+void LocalCommunicator::send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) {
+  check_rank(dst, "send_message");
+  std::lock_guard lock(hub_->mutex);
+  hub_->messages[static_cast<std::size_t>(dst)].emplace_back(tag, Message{rank_, std::move(data)});
+}
+
+std::optional<Message> LocalCommunicator::recv_any(Tag tag) {
+  std::lock_guard lock(hub_->mutex);
+  auto& q = hub_->messages[static_cast<std::size_t>(rank_)];
+  for (auto it = q.begin(); it != q.end(); ++it) {
+    if (it->first == tag) {
+      Message m = std::move(it->second);
+      q.erase(it);
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
+void LocalCommunicator::barrier() {
+  std::unique_lock lock(hub_->mutex);
+  const std::uint64_t gen = hub_->barrier_generation;
+  if (++hub_->barrier_waiting == static_cast<std::size_t>(hub_->nranks)) {
+    hub_->barrier_waiting = 0;
+    ++hub_->barrier_generation;
+    hub_->cv.notify_all();
+    return;
+  }
+  auto someone_gone = [&] {
+    for (Rank r = 0; r < hub_->nranks; ++r) {
+      if (hub_->gone[static_cast<std::size_t>(r)].load()) return r;
+    }
+    return -1;
+  };
+  const bool passed = hub_->cv.wait_for(lock, timeout(), [&] {
+    return hub_->barrier_generation != gen || someone_gone() >= 0;
+  });
+  if (hub_->barrier_generation != gen) return;
+  --hub_->barrier_waiting;
+  if (const Rank r = someone_gone(); r >= 0) {
+    throw comm_error(logger().prefix() + "barrier: rank " + std::to_string(r) +
+                     " left the communicator");
+  }
+  if (!passed) {
+    throw comm_error(logger().prefix() + "barrier timed out after " +
+                     std::to_string(timeout().count()) + " ms: a peer is dead or stuck");
+  }
+}
+
+}  // namespace spillway

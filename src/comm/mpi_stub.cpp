@@ -1,0 +1,21 @@
+// The MPI communicator in a build without MPI: each entry point says so.
+#include <spillway/comm/mpi.hpp>
+#include <spillway/core/error.hpp>
+
+namespace spillway {
+
+namespace mpi {
+bool is_compiled() noexcept {
+  return false;
+}
+bool init(int* /*argc*/, char*** /*argv*/) {
+  throw logic_error("spillway was built without MPI (install libopenmpi-dev and reconfigure)");
+}
+void finalize() noexcept {}
+}  // namespace mpi
+
+std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& /*br*/) {
+  throw logic_error("spillway was built without MPI (install libopenmpi-dev and reconfigure)");
+}
+
+}  // namespace spillway

@@ -1,0 +1,122 @@
+// The conformance suite on the local communicator (ranks as threads) for 1 to 4 ranks, plus
+// what only the local communicator can show: a rank that leaves, the single communicator and
+// the progress thread.
+#include <spillway/comm/local.hpp>
+#include <spillway/comm/progress_thread.hpp>
+#include <spillway/comm/single.hpp>
+#include <spillway/core/cuda.hpp>
+
+#include "comm/conformance.hpp"
+
+#include <atomic>
+#include <thread>
+
+using namespace spillway;
+
+namespace {
+
+/// Runs `body` on `nranks` threads, each with its rank's communicator and BufferResource (on
+/// the rank's GPU where there are GPUs).
+void run_ranks(int nranks, const std::function<void(Communicator&, BufferResource&)>& body) {
+  test::TempDir dir;
+  auto comms = LocalCommunicator::create(nranks);
+  std::vector<std::thread> threads;
+  for (Rank r = 0; r < nranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        if (const int dev = LocalCommunicator::device_of(r); dev >= 0) cuda::set_device(dev);
+        BufferResource br(test::small_config(dir.path()));
+        comms[static_cast<std::size_t>(r)]->set_timeout(std::chrono::seconds(60));
+        body(*comms[static_cast<std::size_t>(r)], br);
+        comms[static_cast<std::size_t>(r)]->barrier();  // nobody leaves while others still talk
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+using Param = std::tuple<std::size_t, int>;  // case, ranks
+
+class LocalConformance : public ::testing::TestWithParam<Param> {};
+
+TEST_P(LocalConformance, Passes) {
+  const auto [index, nranks] = GetParam();
+  run_ranks(nranks, test::conformance_cases()[index].body);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, LocalConformance,
+    ::testing::Combine(::testing::Range(std::size_t{0}, test::conformance_cases().size()),
+                       ::testing::Values(1, 2, 3, 4)),
+    [](const ::testing::TestParamInfo<Param>& info) {
+      return test::conformance_cases()[std::get<0>(info.param)].name + "_" +
+             std::to_string(std::get<1>(info.param)) + "ranks";
+    });
+
+}  // namespace
+
+TEST(LocalCommunicator, ARankThatLeavesFailsItsPeersPromptly) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  auto comms = LocalCommunicator::create(2);
+  auto r = comms[0]->recv(1, Tag{1, 1}, br.allocate(MemoryType::HOST, 16));
+  comms[1].reset();  // rank 1 is gone without sending
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    comms[0]->wait(*r);
+    ADD_FAILURE() << "no error";
+  } catch (const comm_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 left"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_THROW(comms[0]->barrier(), comm_error);
+}
+
+TEST(LocalCommunicator, ADroppedFutureLeavesNothingBehind) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  auto comms = LocalCommunicator::create(2);
+  { auto r = comms[1]->recv(0, Tag{2, 0}, br.allocate(MemoryType::HOST, 32)); }  // dropped
+  auto r = comms[1]->recv(0, Tag{2, 0}, br.allocate(MemoryType::HOST, 32));
+  auto s = comms[0]->send(test::make_host(br, 32, 5), 1, Tag{2, 0});
+  comms[1]->wait(*r);
+  EXPECT_EQ(test::verify(br, *comms[1]->release(std::move(r)), 5), 32U);
+}
+
+TEST(SingleCommunicator, SendsToItself) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  auto comm = make_single_communicator();
+  EXPECT_EQ(comm->nranks(), 1);
+  EXPECT_EQ(comm->rank(), 0);
+  auto s = comm->send(test::make_host(br, 1000, 9), 0, Tag{1, 0});
+  auto r = comm->recv(0, Tag{1, 0}, br.allocate(MemoryType::HOST, 1000));
+  comm->wait(*r);
+  comm->wait(*s);
+  EXPECT_EQ(test::verify(br, *comm->release(std::move(r)), 9), 1000U);
+  comm->barrier();
+}
+
+TEST(ProgressThread, RunsFunctionsUntilDoneAndReportsErrors) {
+  Logger log(0, 1);
+  ProgressThread pt(log);
+  std::atomic<int> calls{0};
+  auto id = pt.add_function([&] {
+    return ++calls < 100 ? ProgressThread::Progress::in_progress : ProgressThread::Progress::done;
+  });
+  pt.wait_done(id);
+  EXPECT_EQ(calls.load(), 100);
+  auto bad = pt.add_function([]() -> ProgressThread::Progress {
+    throw comm_error("peer vanished");
+  });
+  EXPECT_THROW(pt.wait_done(bad), comm_error);
+  std::atomic<bool> running{false};
+  auto forever = pt.add_function([&] {
+    running = true;
+    return ProgressThread::Progress::in_progress;
+  });
+  while (!running) std::this_thread::yield();
+  pt.remove_function(forever);  // returns: the function is no longer called
+}
