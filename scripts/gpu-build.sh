@@ -8,7 +8,7 @@ bash scripts/install-deps.sh
 cmake --preset gpu >/dev/null
 cmake --build --preset gpu -j "$(nproc)"
 mkdir -p build/gpu/lib
-for bin in build/gpu/bench/bench_* build/gpu/tests/test_* build/gpu/examples/*; do
+for bin in build/gpu/bench/bench_* build/gpu/tests/test_* build/gpu/examples/* build/gpu/tools/*; do
   [ -f "$bin" ] && [ -x "$bin" ] || continue
   ldd "$bin" 2>/dev/null | awk '/libbenchmark|libgtest|libxxhash/ {print $3}'
 done | sort -u | xargs -r -I{} cp -L {} build/gpu/lib/

@@ -10,7 +10,9 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0
 export SPILLWAY_BENCH_SPILL_DIR=${SPILLWAY_BENCH_SPILL_DIR:-/tmp}
-only=${1:-all}   # all | tests | bench
+only=${1:-all}   # all | tests | bench | comm
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIRUN="mpirun --oversubscribe --bind-to none"
 
 {
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
@@ -20,10 +22,10 @@ only=${1:-all}   # all | tests | bench
 
 fail=0
 summary=()
-if [ "$only" != bench ]; then
+if [ "$only" = all ] || [ "$only" = tests ]; then
   for t in "$B"/tests/test_*; do
     name=$(basename "$t")
-    [[ -f "$t" && -x "$t" && "$name" != *.* ]] || continue
+    [[ -f "$t" && -x "$t" && "$name" != *.* && "$name" != test_comm_mpi ]] || continue
     "$t" > "$OUT/$name.log" 2>&1
     rc=$?
     passed=$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/$name.log" | tail -1)
@@ -35,7 +37,7 @@ if [ "$only" != bench ]; then
   "$B"/examples/spillway-spill-demo --data 8192 --buffer 64 --device-limit 1024 --host-limit 2048 \
     --threads 4 > "$OUT/demo.log" 2>&1 || { fail=1; tail -30 "$OUT/demo.log"; }
 fi
-if [ "$only" != tests ]; then
+if [ "$only" = all ] || [ "$only" = bench ]; then
   "$B"/bench/bench_memory --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
     --benchmark_out="$OUT/bench_memory.json" --benchmark_out_format=json \
     > "$OUT/bench_memory.log" 2>&1 || { fail=1; tail -30 "$OUT/bench_memory.log"; }
@@ -46,10 +48,37 @@ if [ "$only" != tests ]; then
   python3 scripts/bench-table.py "$OUT/bench_table_gpu.json" | tail -n +3 >> "$OUT/bench_table.md" || fail=1
 fi
 
+if [ "$only" = all ] || [ "$only" = comm ]; then
+  # The MPI conformance suite with device buffers, then spillway-bench-comm against NCCL
+  # (device memory) and MPI_Alltoallv (host memory), 2 ranks, 64 KiB to 256 MiB messages.
+  $MPIRUN -np 2 "$B"/tests/test_comm_mpi > "$OUT/test_comm_mpi_np2.log" 2>&1
+  rc=$?
+  summary+=("$(printf '%-40s rc=%d passed=%s' "test_comm_mpi (mpirun -np 2)" "$rc" \
+    "$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/test_comm_mpi_np2.log" | head -1)")")
+  [ "$rc" -eq 0 ] || { fail=1; tail -30 "$OUT/test_comm_mpi_np2.log"; }
+  for size in 64KiB 1MiB 16MiB 256MiB; do
+    for how in "local device" "mpi device" "mpi host"; do
+      set -- $how
+      log="$OUT/bench_comm_$1_$2.log"
+      echo "== -C $1 -t $2 -s $size" >> "$log"
+      if [ "$1" = local ]; then
+        "$B"/tools/spillway-bench-comm -C local --ranks 2 -t "$2" -s "$size" -r 10 -w 3 >> "$log" 2>&1
+      else
+        $MPIRUN -np 2 "$B"/tools/spillway-bench-comm -C mpi -t "$2" -s "$size" -r 10 -w 3 >> "$log" 2>&1
+      fi || { fail=1; tail -20 "$log"; }
+    done
+  done
+fi
+
 echo
 echo "== tests =="
 printf '%s\n' "${summary[@]}"
 [ -f "$OUT/demo.log" ] && { echo "== demo =="; grep -E "inserted|verified|^(DEVICE|PINNED_HOST|HOST|DISK) |directory" "$OUT/demo.log"; }
 [ -f "$OUT/bench_table.md" ] && { echo "== bench (medians of 5) =="; cat "$OUT/bench_table.md"; }
+for log in "$OUT"/bench_comm_*.log; do
+  [ -f "$log" ] || continue
+  echo "== $(basename "$log" .log) (medians of 10) =="
+  grep -E "^== |median|ratio" "$log"
+done
 echo "gpu-check: $([ $fail -eq 0 ] && echo OK || echo FAILED)"
 exit $fail
