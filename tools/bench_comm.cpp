@@ -155,8 +155,7 @@ using MaxOverRanks = std::function<double(double)>;
 
 /// The exchange with spillway's communicator; returns this rank's and the slowest rank's
 /// time per timed run. Contents are checked after the first run.
-std::pair<std::vector<double>, std::vector<double>> exchange(Communicator& comm,
-                                                             BufferResource& br,
+std::pair<std::vector<double>, std::vector<double>> exchange(Communicator& comm, BufferResource& br,
                                                              const Options& o,
                                                              const MaxOverRanks& max_over) {
   const Rank me = comm.rank();
@@ -182,15 +181,15 @@ std::pair<std::vector<double>, std::vector<double>> exchange(Communicator& comm,
     for (Rank p = 0; p < n; ++p) {
       if (p == me) continue;
       for (int k = 0; k < o.ops; ++k, ++i) {
-        recvs.push_back(comm.recv(p, Tag{1, static_cast<std::uint8_t>(k % 256)},
-                                  std::move(in[i])));
+        recvs.push_back(comm.recv(p, Tag{1, static_cast<std::uint8_t>(k % 256)}, std::move(in[i])));
       }
     }
     i = 0;
     for (Rank p = 0; p < n; ++p) {
       if (p == me) continue;
       for (int k = 0; k < o.ops; ++k, ++i) {
-        sends.push_back(comm.send(std::move(out[i]), p, Tag{1, static_cast<std::uint8_t>(k % 256)}));
+        sends.push_back(
+            comm.send(std::move(out[i]), p, Tag{1, static_cast<std::uint8_t>(k % 256)}));
       }
     }
     for (auto& f : recvs) comm.wait(*f);
@@ -206,7 +205,7 @@ std::pair<std::vector<double>, std::vector<double>> exchange(Communicator& comm,
         if (p == me) continue;
         for (int k = 0; k < o.ops; ++k, ++i) {
           const std::array<unsigned char, 2> b{byte_at(*in[i], 0, br),
-                                                byte_at(*in[i], o.size - 1, br)};
+                                               byte_at(*in[i], o.size - 1, br)};
           const auto want = static_cast<unsigned char>((p * 31 + me * 7 + k) & 0xFF);
           if (b[0] != want || b[1] != want) {
             throw std::runtime_error("message " + std::to_string(k) + " from rank " +
@@ -230,13 +229,13 @@ void report(const char* what, const Options& o, int nranks, const std::vector<do
   const double bytes = double(o.size) * o.ops * (nranks - 1);
   if (!print) return;
   for (std::size_t r = 0; r < mine.size(); ++r) {
-    std::cout << what << " elapsed: " << slowest[r] << " s | local throughput: "
-              << gib_s(bytes, mine[r]) << " | global throughput: "
-              << gib_s(bytes * nranks, slowest[r]) << "\n";
+    std::cout << what << " elapsed: " << slowest[r]
+              << " s | local throughput: " << gib_s(bytes, mine[r])
+              << " | global throughput: " << gib_s(bytes * nranks, slowest[r]) << "\n";
   }
-  std::cout << what << " median: elapsed " << median(slowest) << " s | local throughput: "
-            << gib_s(bytes, median(mine)) << " | global throughput: "
-            << gib_s(bytes * nranks, median(slowest)) << "\n";
+  std::cout << what << " median: elapsed " << median(slowest)
+            << " s | local throughput: " << gib_s(bytes, median(mine))
+            << " | global throughput: " << gib_s(bytes * nranks, median(slowest)) << "\n";
 }
 
 #if SPILLWAY_HAS_MPI
@@ -248,7 +247,8 @@ std::vector<double> alltoallv(const Options& o, int nranks, int me) {
   std::vector<char> recv(send.size(), 0);
   std::vector<int> counts(static_cast<std::size_t>(nranks), static_cast<int>(block));
   std::vector<int> displs(static_cast<std::size_t>(nranks));
-  for (int p = 0; p < nranks; ++p) displs[static_cast<std::size_t>(p)] = static_cast<int>(block) * p;
+  for (int p = 0; p < nranks; ++p)
+    displs[static_cast<std::size_t>(p)] = static_cast<int>(block) * p;
   counts[static_cast<std::size_t>(me)] = 0;  // nothing to itself, as above
   std::vector<double> slowest;
   for (int run = 0; run < o.warmups + o.runs; ++run) {
@@ -265,11 +265,11 @@ std::vector<double> alltoallv(const Options& o, int nranks, int me) {
 #endif
 
 #if SPILLWAY_BENCH_NCCL
-#define NCCL_TRY(call)                                                                   \
-  do {                                                                                   \
-    if (const ncclResult_t r_ = (call); r_ != ncclSuccess) {                             \
-      throw std::runtime_error(std::string(#call) + ": " + ncclGetErrorString(r_));       \
-    }                                                                                    \
+#define NCCL_TRY(call)                                                              \
+  do {                                                                              \
+    if (const ncclResult_t r_ = (call); r_ != ncclSuccess) {                        \
+      throw std::runtime_error(std::string(#call) + ": " + ncclGetErrorString(r_)); \
+    }                                                                               \
   } while (0)
 
 /// ncclSend/ncclRecv of the same messages in one group, device memory; returns the rank's
@@ -313,8 +313,8 @@ std::vector<double> nccl_exchange(ncclComm_t nc, const Options& o, int nranks, i
 void print_ratio(const char* peer, const std::vector<double>& spillway,
                  const std::vector<double>& baseline) {
   if (baseline.empty()) return;
-  std::cout << "ratio spillway / " << peer << " (global throughput, medians): "
-            << median(baseline) / median(spillway) << "\n";
+  std::cout << "ratio spillway / " << peer
+            << " (global throughput, medians): " << median(baseline) / median(spillway) << "\n";
 }
 
 BufferResourceConfig rank_config(const Options& o) {
@@ -361,9 +361,8 @@ int run_local(const Options& o) {
         }
 #if SPILLWAY_BENCH_NCCL
         if (nccl) {
-          nccl_times[static_cast<std::size_t>(r)] =
-              nccl_exchange(ncomms[static_cast<std::size_t>(r)], o, o.ranks, r,
-                            [&] { sync.arrive_and_wait(); });
+          nccl_times[static_cast<std::size_t>(r)] = nccl_exchange(
+              ncomms[static_cast<std::size_t>(r)], o, o.ranks, r, [&] { sync.arrive_and_wait(); });
         }
 #endif
       } catch (const std::exception& e) {
@@ -430,8 +429,8 @@ int run_mpi(const Options& o) {
         NCCL_TRY(ncclCommInitRank(&nc, n, id, me));
         auto t = nccl_exchange(nc, o, n, me, [] { MPI_Barrier(MPI_COMM_WORLD); });
         std::vector<double> slow = t;
-        MPI_Allreduce(MPI_IN_PLACE, slow.data(), static_cast<int>(slow.size()), MPI_DOUBLE,
-                      MPI_MAX, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, slow.data(), static_cast<int>(slow.size()), MPI_DOUBLE, MPI_MAX,
+                      MPI_COMM_WORLD);
         if (me == 0) {
           report("nccl", o, n, t, slow, true);
           print_ratio("NCCL", slowest, slow);
@@ -464,9 +463,8 @@ int main(int argc, char** argv) {
   try {
     std::cout << "spillway-bench-comm: -C " << o.comm << " ranks "
               << (o.comm == "mpi" ? std::string("(mpirun)") : std::to_string(o.ranks))
-              << " | message " << format_bytes(double(o.size)) << " x " << o.ops
-              << " per peer | " << to_string(o.tier) << " | runs " << o.runs << " (+" << o.warmups
-              << " warm-up)\n";
+              << " | message " << format_bytes(double(o.size)) << " x " << o.ops << " per peer | "
+              << to_string(o.tier) << " | runs " << o.runs << " (+" << o.warmups << " warm-up)\n";
     return o.comm == "mpi" ? run_mpi(o) : run_local(o);
   } catch (const std::exception& e) {
     std::cerr << "spillway-bench-comm: " << e.what() << "\n";

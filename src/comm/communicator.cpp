@@ -14,9 +14,8 @@ std::string to_string(Tag tag) {
 namespace detail {
 
 std::string Request::describe() const {
-  return std::string(is_send ? "send of " : "receive of ") + std::to_string(bytes) +
-         " bytes " + (is_send ? "to" : "from") + " rank " + std::to_string(peer) + " (" +
-         to_string(tag) + ")";
+  return std::string(is_send ? "send of " : "receive of ") + std::to_string(bytes) + " bytes " +
+         (is_send ? "to" : "from") + " rank " + std::to_string(peer) + " (" + to_string(tag) + ")";
 }
 
 }  // namespace detail
@@ -33,8 +32,9 @@ void Communicator::check_rank(Rank r, const char* what) const {
 void Communicator::check_buffer(const Buffer* b, const char* what) {
   SPILLWAY_EXPECTS(b != nullptr, std::string(what) + ": no buffer");
   SPILLWAY_EXPECTS(b->mem_type() != MemoryType::DISK,
-                   std::string(what) + ": a DISK buffer cannot be sent or received into; move "
-                                       "it to a memory tier first");
+                   std::string(what) +
+                       ": a DISK buffer cannot be sent or received into; move "
+                       "it to a memory tier first");
 }
 
 bool Communicator::test(Future& future) {
@@ -51,15 +51,21 @@ std::vector<std::size_t> Communicator::test_some(std::span<const std::unique_ptr
 }
 
 void Communicator::wait(Future& future) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  std::size_t spins = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + timeout_;
   while (!test(future)) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw comm_error(logger_.prefix() + "timed out after " +
-                       std::to_string(timeout_.count()) + " ms waiting for the " +
-                       future.request().describe() + ": the peer is dead or stuck");
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline) {
+      throw comm_error(logger_.prefix() + "timed out after " + std::to_string(timeout_.count()) +
+                       " ms waiting for the " + future.request().describe() +
+                       ": the peer is dead or stuck");
     }
-    if (++spins > 64) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    // Poll hard for the first 2 ms (latency), then politely (a long wait burns no core).
+    if (now - start < std::chrono::milliseconds(2)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
   }
 }
 

@@ -22,8 +22,8 @@ class LocalRequest;
 /// What the ranks of one group share: the unmatched sends and receives, the small messages,
 /// the barrier and who has left.
 struct LocalHub {
-  explicit LocalHub(int n) : nranks{n}, gone(static_cast<std::size_t>(n)), pending(n), posted(n),
-                             messages(n) {}
+  explicit LocalHub(int n)
+      : nranks{n}, gone(static_cast<std::size_t>(n)), pending(n), posted(n), messages(n) {}
   const int nranks;
   std::mutex mutex;
   std::condition_variable cv;
@@ -41,7 +41,9 @@ class LocalRequest final : public Request {
  public:
   LocalRequest(bool is_send, Rank self, Rank peer, Tag tag, Buffer* buffer,
                std::shared_ptr<LocalHub> hub)
-      : Request(is_send, peer, tag, buffer->size()), self{self}, buffer{buffer},
+      : Request(is_send, peer, tag, buffer->size()),
+        self{self},
+        buffer{buffer},
         hub_{std::move(hub)} {}
 
   bool progress() override {
@@ -144,9 +146,8 @@ void transfer(LocalRequest& send, LocalRequest& recv) {
     return;
   }
   // On the stream (and device) of the side in device memory, the receiver's if both are.
-  const Buffer& owner = dst.mem_type() == MemoryType::DEVICE || src.mem_type() != MemoryType::DEVICE
-                            ? dst
-                            : src;
+  const Buffer& owner =
+      dst.mem_type() == MemoryType::DEVICE || src.mem_type() != MemoryType::DEVICE ? dst : src;
   DeviceScope scope(owner.resource().device());
   auto event = std::make_shared<Event>();
   cuda::memcpy_async(dst.data(), src.data(), send.bytes, owner.stream());
@@ -157,8 +158,8 @@ void transfer(LocalRequest& send, LocalRequest& recv) {
 }
 
 /// The first request of `q` from `from` with `tag`, taken out of the queue.
-std::shared_ptr<LocalRequest> take(std::deque<std::shared_ptr<LocalRequest>>& q, Rank from,
-                                   Tag tag, bool sends) {
+std::shared_ptr<LocalRequest> take(std::deque<std::shared_ptr<LocalRequest>>& q, Rank from, Tag tag,
+                                   bool sends) {
   for (auto it = q.begin(); it != q.end(); ++it) {
     const Rank origin = sends ? (*it)->self : (*it)->peer;
     if (origin == from && (*it)->tag == tag) {
@@ -209,8 +210,7 @@ int LocalCommunicator::nranks() const noexcept {
   return hub_->nranks;
 }
 
-std::unique_ptr<Future> LocalCommunicator::send(std::unique_ptr<Buffer> buffer, Rank dst,
-                                                Tag tag) {
+std::unique_ptr<Future> LocalCommunicator::send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) {
   check_rank(dst, "send");
   check_buffer(buffer.get(), "send");
   if (buffer->mem_type() != MemoryType::HOST) {  // writes queued on its stream must land first
@@ -287,9 +287,8 @@ void LocalCommunicator::barrier() {
     }
     return -1;
   };
-  const bool passed = hub_->cv.wait_for(lock, timeout(), [&] {
-    return hub_->barrier_generation != gen || someone_gone() >= 0;
-  });
+  const bool passed = hub_->cv.wait_for(
+      lock, timeout(), [&] { return hub_->barrier_generation != gen || someone_gone() >= 0; });
   if (hub_->barrier_generation != gen) return;
   --hub_->barrier_waiting;
   if (const Rank r = someone_gone(); r >= 0) {

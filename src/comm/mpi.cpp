@@ -9,6 +9,7 @@
 
 #include <array>
 #include <climits>
+#include <exception>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -51,6 +52,8 @@ std::size_t pieces(std::size_t bytes) {
   return bytes == 0 ? 1 : (bytes + piece - 1) / piece;
 }
 
+class MpiRequest;
+
 /// What the communicator and its requests share.
 struct MpiState {
   MPI_Comm comm{MPI_COMM_NULL};
@@ -60,6 +63,10 @@ struct MpiState {
   std::mutex mutex;
   BufferResource* br{nullptr};
   OwningStream stream{nullptr};  // for the bounce copies
+  // Staged (device) transfers advance together: a rank waiting on one of them must keep the
+  // others moving, or two ranks each waiting on their own send deadlock.
+  std::recursive_mutex progress_mutex;
+  std::vector<std::weak_ptr<MpiRequest>> staged;
 
   [[nodiscard]] std::unique_lock<std::mutex> lock() {
     return serialize ? std::unique_lock(mutex) : std::unique_lock<std::mutex>();
@@ -69,8 +76,8 @@ struct MpiState {
     std::array<char, MPI_MAX_ERROR_STRING> text{};
     int len = 0;
     MPI_Error_string(rc, text.data(), &len);
-    throw comm_error("[rank " + std::to_string(rank) + "] " + what + " failed: " +
-                     std::string(text.data(), static_cast<std::size_t>(len)));
+    throw comm_error("[rank " + std::to_string(rank) + "] " + what +
+                     " failed: " + std::string(text.data(), static_cast<std::size_t>(len)));
   }
   /// Buffers use even MPI tags, small messages odd ones.
   static int buffer_tag(Tag t) { return static_cast<int>(t.value() << 1); }
@@ -83,13 +90,16 @@ struct MpiState {
 class MpiRequest final : public detail::Request {
  public:
   MpiRequest(bool is_send, Rank peer, Tag tag, Buffer& buf, std::shared_ptr<MpiState> st)
-      : Request(is_send, peer, tag, buf.size()), buf_{buf}, st_{std::move(st)},
-        total_{pieces(buf.size())}, staged_{buf.mem_type() == MemoryType::DEVICE} {
+      : Request(is_send, peer, tag, buf.size()),
+        buf_{buf},
+        st_{std::move(st)},
+        total_{pieces(buf.size())},
+        staged_{buf.mem_type() == MemoryType::DEVICE} {
     if (!staged_) {
       auto g = st_->lock();
       reqs_.resize(total_, MPI_REQUEST_NULL);
-      for (std::size_t i = 0; i < total_; ++i) post(i, buf_.size() > 0 ? buf_.data() + i * piece
-                                                                        : nullptr, reqs_[i]);
+      for (std::size_t i = 0; i < total_; ++i)
+        post(i, buf_.size() > 0 ? buf_.data() + i * piece : nullptr, reqs_[i]);
       return;
     }
     BufferResource& br = *st_->br;
@@ -116,11 +126,41 @@ class MpiRequest final : public detail::Request {
       finished_ = total_;
       return true;
     }
-    for (std::size_t s = 0; s < slot_.size(); ++s) advance(s);
+    if (g.owns_lock()) g.unlock();
+    progress_staged(*st_);
+    std::lock_guard lock(st_->progress_mutex);
+    if (error_) std::rethrow_exception(error_);
     return finished_ == total_;
   }
 
+  /// Advances this staged transfer by one step per slot (under the progress mutex); a failure
+  /// is kept for its own progress() to throw.
+  void step() noexcept {
+    if (finished_ == total_ || error_) return;
+    try {
+      auto g = st_->lock();
+      for (std::size_t s = 0; s < slot_.size(); ++s) advance(s);
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  }
+
+  /// Steps every live staged transfer of the communicator.
+  static void progress_staged(MpiState& st) {
+    std::lock_guard lock(st.progress_mutex);
+    for (std::size_t i = 0; i < st.staged.size();) {
+      if (auto r = st.staged[i].lock()) {
+        r->step();
+        ++i;
+      } else {
+        st.staged[i] = st.staged.back();
+        st.staged.pop_back();
+      }
+    }
+  }
+
   void cancel() noexcept override {
+    std::lock_guard progress(st_->progress_mutex);
     if (finished_ == total_) return;
     auto g = st_->lock();
     auto drop = [](MPI_Request& r) {
@@ -167,8 +207,8 @@ class MpiRequest final : public detail::Request {
     MPI_Get_count(&status, MPI_BYTE, &got);
     if (static_cast<std::size_t>(got) != length(i)) {
       throw comm_error("[rank " + std::to_string(st_->rank) + "] size mismatch in the " +
-                       describe() + ": piece " + std::to_string(i) + " has " +
-                       std::to_string(got) + " bytes, expected " + std::to_string(length(i)));
+                       describe() + ": piece " + std::to_string(i) + " has " + std::to_string(got) +
+                       " bytes, expected " + std::to_string(length(i)));
     }
   }
 
@@ -230,7 +270,22 @@ class MpiRequest final : public detail::Request {
   std::vector<Slot> slot_;
   std::size_t next_{0};
   std::size_t finished_{0};
+  std::exception_ptr error_;
 };
+
+/// A new transfer; staged ones join the communicator's progress and take their first step.
+std::shared_ptr<MpiRequest> start(bool is_send, Rank peer, Tag tag, Buffer& buf,
+                                  const std::shared_ptr<MpiState>& st) {
+  auto req = std::make_shared<MpiRequest>(is_send, peer, tag, buf, st);
+  if (buf.mem_type() == MemoryType::DEVICE) {
+    {
+      std::lock_guard lock(st->progress_mutex);
+      st->staged.push_back(req);
+    }
+    MpiRequest::progress_staged(*st);
+  }
+  return req;
+}
 
 class MpiCommunicator final : public Communicator {
  public:
@@ -259,14 +314,14 @@ class MpiCommunicator final : public Communicator {
       buffer->wait();
       buffer->stream().synchronize();
     }
-    auto req = std::make_shared<MpiRequest>(true, dst, tag, *buffer, st_);
+    auto req = start(true, dst, tag, *buffer, st_);
     return std::make_unique<Future>(std::move(req), std::move(buffer));
   }
 
   std::unique_ptr<Future> recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) override {
     check_rank(src, "recv");
     check_buffer(buffer.get(), "recv");
-    auto req = std::make_shared<MpiRequest>(false, src, tag, *buffer, st_);
+    auto req = start(false, src, tag, *buffer, st_);
     return std::make_unique<Future>(std::move(req), std::move(buffer));
   }
 
@@ -306,7 +361,8 @@ class MpiCommunicator final : public Communicator {
       auto g = st_->lock();
       st_->check(MPI_Ibarrier(st_->comm, &req), "MPI_Ibarrier");
     }
-    const auto deadline = std::chrono::steady_clock::now() + timeout();
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout();
     for (;;) {
       int flag = 0;
       {
@@ -314,11 +370,16 @@ class MpiCommunicator final : public Communicator {
         st_->check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), "MPI_Test (barrier)");
       }
       if (flag != 0) return;
-      if (std::chrono::steady_clock::now() > deadline) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now > deadline) {
         throw comm_error(logger().prefix() + "barrier timed out after " +
                          std::to_string(timeout().count()) + " ms: a peer is dead or stuck");
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (now - start < std::chrono::milliseconds(2)) {  // as Communicator::wait
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
     }
   }
 
@@ -357,9 +418,9 @@ std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& br) {
   int found = 0;
   MPI_Comm_get_attr(st->comm, MPI_TAG_UB, &ub, &found);
   const long tag_ub = found != 0 ? *static_cast<int*>(ub) : 32767;
-  SPILLWAY_EXPECTS(tag_ub >= (1L << 25) - 1, "this MPI allows tags up to " +
-                                                 std::to_string(tag_ub) +
-                                                 "; spillway needs 2^25 - 1");
+  SPILLWAY_EXPECTS(
+      tag_ub >= (1L << 25) - 1,
+      "this MPI allows tags up to " + std::to_string(tag_ub) + "; spillway needs 2^25 - 1");
   st->br = &br;
   if (br.is_live(MemoryType::DEVICE)) st->stream = OwningStream();
   return std::make_unique<MpiCommunicator>(std::move(st));

@@ -18,6 +18,25 @@ cudaStream_t s(Stream stream) {
   return static_cast<cudaStream_t>(stream.handle());
 }
 
+/// Lets every GPU that can reach it read and write the memory of `pool` (owned by device
+/// `owner`, or host memory for owner -1), so that copies between the ranks' GPUs work on
+/// pool allocations (peer access alone does not cover stream-ordered pools).
+void share_pool(cudaMemPool_t pool, int owner) {
+  for (int d = 0; d < device_count(); ++d) {
+    if (d == owner) continue;
+    if (owner >= 0) {
+      int can = 0;
+      SPILLWAY_CUDA_TRY(cudaDeviceCanAccessPeer(&can, d, owner));
+      if (can == 0) continue;
+    }
+    cudaMemAccessDesc desc{};
+    desc.location.type = cudaMemLocationTypeDevice;
+    desc.location.id = d;
+    desc.flags = cudaMemAccessFlagsProtReadWrite;
+    SPILLWAY_CUDA_TRY(cudaMemPoolSetAccess(pool, &desc, 1));
+  }
+}
+
 }  // namespace
 
 bool is_compiled() noexcept {
@@ -74,6 +93,14 @@ bool enable_peer_access(int device, int peer) {
   if (err == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
   SPILLWAY_CUDA_TRY(cudaSetDevice(current));
   if (err != cudaErrorPeerAccessAlreadyEnabled) SPILLWAY_CUDA_TRY(err);
+  // cudaMallocAsync draws from the peer's default pool, which needs its own grant.
+  cudaMemPool_t pool = nullptr;
+  SPILLWAY_CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, peer));
+  cudaMemAccessDesc desc{};
+  desc.location.type = cudaMemLocationTypeDevice;
+  desc.location.id = device;
+  desc.flags = cudaMemAccessFlagsProtReadWrite;
+  SPILLWAY_CUDA_TRY(cudaMemPoolSetAccess(pool, &desc, 1));
   return true;
 }
 
@@ -121,6 +148,7 @@ void* pool_create(bool pinned_host, std::size_t reserve_bytes) {
     desc.flags = cudaMemAccessFlagsProtReadWrite;
     SPILLWAY_CUDA_TRY(cudaMemPoolSetAccess(pool, &desc, 1));
   }
+  share_pool(pool, pinned_host ? -1 : device);
   if (reserve_bytes > 0) {
     // Touch the memory once so that it is mapped up front ("sized up front").
     void* p = nullptr;

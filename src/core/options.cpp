@@ -108,9 +108,9 @@ OptionValues from_environment() {
   if (auto e = env("SPILLWAY_COMM_TIMEOUT")) {
     char* end = nullptr;
     const double seconds = std::strtod(e->c_str(), &end);
-    SPILLWAY_EXPECTS(end != e->c_str() && *end == '\0' && seconds > 0 && seconds < 1e9,
-                     "SPILLWAY_COMM_TIMEOUT must be a positive number of seconds, got '" + *e +
-                         "'");
+    SPILLWAY_EXPECTS(
+        end != e->c_str() && *end == '\0' && seconds > 0 && seconds < 1e9,
+        "SPILLWAY_COMM_TIMEOUT must be a positive number of seconds, got '" + *e + "'");
     v.comm_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
   }
   if (auto e = env("SPILLWAY_LOG_LEVEL")) {

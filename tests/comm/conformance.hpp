@@ -59,179 +59,187 @@ inline void wait_and_verify(Communicator& comm, BufferResource& br,
 inline std::vector<CommCase> conformance_cases() {
   std::vector<CommCase> cases;
 
-  cases.push_back({"PointToPointInEveryTierCombination", [](Communicator& comm,
-                                                            BufferResource& br) {
-    const Rank me = comm.rank();
-    const int n = comm.nranks();
-    const Rank to = (me + 1) % n;
-    const Rank from = (me + n - 1) % n;
-    std::uint64_t i = 0;
-    for (MemoryType st : comm_tiers(br)) {
-      for (MemoryType rt : comm_tiers(br)) {
-        for (std::size_t bytes : {std::size_t{1}, std::size_t{3} * MiB + 5, 40 * MiB + 3}) {
-          const Tag tag{7, static_cast<std::uint8_t>(i % 256)};
-          std::vector<std::unique_ptr<Future>> sends, recvs;
-          recvs.push_back(recv_into(comm, br, rt, bytes, from, tag));
-          sends.push_back(comm.send(make_in(br, st, bytes, seed_of(me, to, i)), to, tag));
-          SCOPED_TRACE(std::string(to_string(st)) + " -> " + std::string(to_string(rt)) + ", " +
-                       std::to_string(bytes) + " bytes");
-          wait_and_verify(comm, br, sends, recvs, {seed_of(from, me, i)});
-          ++i;
-        }
-      }
-    }
-  }});
+  cases.push_back(
+      {"PointToPointInEveryTierCombination", [](Communicator& comm, BufferResource& br) {
+         const Rank me = comm.rank();
+         const int n = comm.nranks();
+         const Rank to = (me + 1) % n;
+         const Rank from = (me + n - 1) % n;
+         std::uint64_t i = 0;
+         for (MemoryType st : comm_tiers(br)) {
+           for (MemoryType rt : comm_tiers(br)) {
+             for (std::size_t bytes : {std::size_t{1}, std::size_t{3} * MiB + 5, 40 * MiB + 3}) {
+               const Tag tag{7, static_cast<std::uint8_t>(i % 256)};
+               std::vector<std::unique_ptr<Future>> sends, recvs;
+               recvs.push_back(recv_into(comm, br, rt, bytes, from, tag));
+               sends.push_back(comm.send(make_in(br, st, bytes, seed_of(me, to, i)), to, tag));
+               SCOPED_TRACE(std::string(to_string(st)) + " -> " + std::string(to_string(rt)) +
+                            ", " + std::to_string(bytes) + " bytes");
+               wait_and_verify(comm, br, sends, recvs, {seed_of(from, me, i)});
+               ++i;
+             }
+           }
+         }
+       }});
 
   cases.push_back({"ZeroLengthMessages", [](Communicator& comm, BufferResource& br) {
-    const Rank to = (comm.rank() + 1) % comm.nranks();
-    const Rank from = (comm.rank() + comm.nranks() - 1) % comm.nranks();
-    for (MemoryType t : comm_tiers(br)) {
-      auto r = recv_into(comm, br, t, 0, from, Tag{1, 0});
-      auto s = comm.send(br.allocate(t, 0, br.stream()), to, Tag{1, 0});
-      comm.wait(*s);
-      comm.wait(*r);
-      EXPECT_EQ(comm.release(std::move(r))->size(), 0U);
-    }
-  }});
+                     const Rank to = (comm.rank() + 1) % comm.nranks();
+                     const Rank from = (comm.rank() + comm.nranks() - 1) % comm.nranks();
+                     for (MemoryType t : comm_tiers(br)) {
+                       auto r = recv_into(comm, br, t, 0, from, Tag{1, 0});
+                       auto s = comm.send(br.allocate(t, 0, br.stream()), to, Tag{1, 0});
+                       comm.wait(*s);
+                       comm.wait(*r);
+                       EXPECT_EQ(comm.release(std::move(r))->size(), 0U);
+                     }
+                   }});
 
-  cases.push_back({"AllToAllWithContentsVerified", [](Communicator& comm, BufferResource& br) {
-    const Rank me = comm.rank();
-    const auto tiers = comm_tiers(br);
-    std::vector<std::unique_ptr<Future>> sends, recvs;
-    std::vector<std::uint64_t> seeds;
-    for (Rank p = 0; p < comm.nranks(); ++p) {
-      const MemoryType t = tiers[static_cast<std::size_t>(p) % tiers.size()];
-      recvs.push_back(recv_into(comm, br, t, 256 * KiB + static_cast<std::size_t>(p), p,
-                                Tag{2, 0}));
-      seeds.push_back(seed_of(p, me, 0));
-    }
-    for (Rank p = 0; p < comm.nranks(); ++p) {
-      const MemoryType t = tiers[static_cast<std::size_t>(me) % tiers.size()];
-      sends.push_back(comm.send(
-          make_in(br, t, 256 * KiB + static_cast<std::size_t>(me), seed_of(me, p, 0)), p,
-          Tag{2, 0}));
-    }
-    wait_and_verify(comm, br, sends, recvs, seeds);
-  }});
+  cases.push_back(
+      {"AllToAllWithContentsVerified", [](Communicator& comm, BufferResource& br) {
+         const Rank me = comm.rank();
+         const auto tiers = comm_tiers(br);
+         std::vector<std::unique_ptr<Future>> sends, recvs;
+         std::vector<std::uint64_t> seeds;
+         for (Rank p = 0; p < comm.nranks(); ++p) {
+           const MemoryType t = tiers[static_cast<std::size_t>(p) % tiers.size()];
+           recvs.push_back(
+               recv_into(comm, br, t, 256 * KiB + static_cast<std::size_t>(p), p, Tag{2, 0}));
+           seeds.push_back(seed_of(p, me, 0));
+         }
+         for (Rank p = 0; p < comm.nranks(); ++p) {
+           const MemoryType t = tiers[static_cast<std::size_t>(me) % tiers.size()];
+           sends.push_back(comm.send(
+               make_in(br, t, 256 * KiB + static_cast<std::size_t>(me), seed_of(me, p, 0)), p,
+               Tag{2, 0}));
+         }
+         wait_and_verify(comm, br, sends, recvs, seeds);
+       }});
 
   cases.push_back({"ManyTagsMatchedOutOfOrder", [](Communicator& comm, BufferResource& br) {
-    // Every rank sends 40 tagged buffers to every rank; the receives are posted in reverse tag
-    // order, after the sends.
-    const Rank me = comm.rank();
-    constexpr int tags = 40;
-    std::vector<std::unique_ptr<Future>> sends, recvs;
-    std::vector<std::uint64_t> seeds;
-    for (Rank p = 0; p < comm.nranks(); ++p) {
-      for (int k = 0; k < tags; ++k) {
-        sends.push_back(comm.send(make_in(br, MemoryType::HOST, 1000 + static_cast<std::size_t>(k),
-                                          seed_of(me, p, static_cast<std::uint64_t>(k))),
-                                  p, Tag{3, static_cast<std::uint8_t>(k)}));
-      }
-    }
-    for (Rank p = comm.nranks() - 1; p >= 0; --p) {
-      for (int k = tags - 1; k >= 0; --k) {
-        recvs.push_back(recv_into(comm, br, MemoryType::HOST, 1000 + static_cast<std::size_t>(k),
-                                  p, Tag{3, static_cast<std::uint8_t>(k)}));
-        seeds.push_back(seed_of(p, me, static_cast<std::uint64_t>(k)));
-      }
-    }
-    wait_and_verify(comm, br, sends, recvs, seeds);
-  }});
+                     // Every rank sends 40 tagged buffers to every rank; the receives are posted in
+                     // reverse tag order, after the sends.
+                     const Rank me = comm.rank();
+                     constexpr int tags = 40;
+                     std::vector<std::unique_ptr<Future>> sends, recvs;
+                     std::vector<std::uint64_t> seeds;
+                     for (Rank p = 0; p < comm.nranks(); ++p) {
+                       for (int k = 0; k < tags; ++k) {
+                         sends.push_back(comm.send(
+                             make_in(br, MemoryType::HOST, 1000 + static_cast<std::size_t>(k),
+                                     seed_of(me, p, static_cast<std::uint64_t>(k))),
+                             p, Tag{3, static_cast<std::uint8_t>(k)}));
+                       }
+                     }
+                     for (Rank p = comm.nranks() - 1; p >= 0; --p) {
+                       for (int k = tags - 1; k >= 0; --k) {
+                         recvs.push_back(recv_into(comm, br, MemoryType::HOST,
+                                                   1000 + static_cast<std::size_t>(k), p,
+                                                   Tag{3, static_cast<std::uint8_t>(k)}));
+                         seeds.push_back(seed_of(p, me, static_cast<std::uint64_t>(k)));
+                       }
+                     }
+                     wait_and_verify(comm, br, sends, recvs, seeds);
+                   }});
 
-  cases.push_back({"SameTagArrivesInOrder", [](Communicator& comm, BufferResource& br) {
-    const Rank me = comm.rank();
-    const Rank to = (me + 1) % comm.nranks();
-    const Rank from = (me + comm.nranks() - 1) % comm.nranks();
-    std::vector<std::unique_ptr<Future>> sends, recvs;
-    std::vector<std::uint64_t> seeds;
-    for (std::uint64_t k = 0; k < 8; ++k) {
-      sends.push_back(comm.send(make_in(br, MemoryType::HOST, 4096, seed_of(me, to, k)), to,
-                                Tag{4, 0}));
-    }
-    for (std::uint64_t k = 0; k < 8; ++k) {
-      recvs.push_back(recv_into(comm, br, MemoryType::HOST, 4096, from, Tag{4, 0}));
-      seeds.push_back(seed_of(from, me, k));
-    }
-    wait_and_verify(comm, br, sends, recvs, seeds);
-  }});
+  cases.push_back(
+      {"SameTagArrivesInOrder", [](Communicator& comm, BufferResource& br) {
+         const Rank me = comm.rank();
+         const Rank to = (me + 1) % comm.nranks();
+         const Rank from = (me + comm.nranks() - 1) % comm.nranks();
+         std::vector<std::unique_ptr<Future>> sends, recvs;
+         std::vector<std::uint64_t> seeds;
+         for (std::uint64_t k = 0; k < 8; ++k) {
+           sends.push_back(
+               comm.send(make_in(br, MemoryType::HOST, 4096, seed_of(me, to, k)), to, Tag{4, 0}));
+         }
+         for (std::uint64_t k = 0; k < 8; ++k) {
+           recvs.push_back(recv_into(comm, br, MemoryType::HOST, 4096, from, Tag{4, 0}));
+           seeds.push_back(seed_of(from, me, k));
+         }
+         wait_and_verify(comm, br, sends, recvs, seeds);
+       }});
 
-  cases.push_back({"ConcurrentOperationsKeepApart", [](Communicator& comm, BufferResource& br) {
-    // Two operations (op ids 10 and 11) with the same stage; receives of op 11 posted first.
-    const Rank me = comm.rank();
-    const Rank to = (me + 1) % comm.nranks();
-    const Rank from = (me + comm.nranks() - 1) % comm.nranks();
-    std::vector<std::unique_ptr<Future>> sends, recvs;
-    for (OpID op : {OpID{10}, OpID{11}}) {
-      sends.push_back(comm.send(make_in(br, MemoryType::HOST, 10000, seed_of(me, to, op)), to,
-                                Tag{op, 1}));
-    }
-    recvs.push_back(recv_into(comm, br, MemoryType::HOST, 10000, from, Tag{11, 1}));
-    recvs.push_back(recv_into(comm, br, MemoryType::HOST, 10000, from, Tag{10, 1}));
-    wait_and_verify(comm, br, sends, recvs, {seed_of(from, me, 11), seed_of(from, me, 10)});
-  }});
+  cases.push_back(
+      {"ConcurrentOperationsKeepApart", [](Communicator& comm, BufferResource& br) {
+         // Two operations (op ids 10 and 11) with the same stage; receives of op 11 posted first.
+         const Rank me = comm.rank();
+         const Rank to = (me + 1) % comm.nranks();
+         const Rank from = (me + comm.nranks() - 1) % comm.nranks();
+         std::vector<std::unique_ptr<Future>> sends, recvs;
+         for (OpID op : {OpID{10}, OpID{11}}) {
+           sends.push_back(comm.send(make_in(br, MemoryType::HOST, 10000, seed_of(me, to, op)), to,
+                                     Tag{op, 1}));
+         }
+         recvs.push_back(recv_into(comm, br, MemoryType::HOST, 10000, from, Tag{11, 1}));
+         recvs.push_back(recv_into(comm, br, MemoryType::HOST, 10000, from, Tag{10, 1}));
+         wait_and_verify(comm, br, sends, recvs, {seed_of(from, me, 11), seed_of(from, me, 10)});
+       }});
 
-  cases.push_back({"SmallMessagesFromAnyRank", [](Communicator& comm, BufferResource& /*br*/) {
-    const Rank me = comm.rank();
-    for (Rank p = 0; p < comm.nranks(); ++p) {
-      comm.send_message({static_cast<std::uint8_t>(me), static_cast<std::uint8_t>(p), 42}, p,
-                        Tag{5, 2});
-    }
-    std::vector<int> seen(static_cast<std::size_t>(comm.nranks()), 0);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    int got = 0;
-    while (got < comm.nranks() && std::chrono::steady_clock::now() < deadline) {
-      if (auto m = comm.recv_any(Tag{5, 2})) {
-        ASSERT_EQ(m->data.size(), 3U);
-        EXPECT_EQ(m->data[0], m->source);
-        EXPECT_EQ(m->data[1], me);
-        EXPECT_EQ(m->data[2], 42);
-        ++seen[static_cast<std::size_t>(m->source)];
-        ++got;
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
-    for (int s : seen) EXPECT_EQ(s, 1);
-    EXPECT_FALSE(comm.recv_any(Tag{5, 3}).has_value());  // nothing under another tag
-    comm.barrier();
-  }});
+  cases.push_back(
+      {"SmallMessagesFromAnyRank", [](Communicator& comm, BufferResource& /*br*/) {
+         const Rank me = comm.rank();
+         for (Rank p = 0; p < comm.nranks(); ++p) {
+           comm.send_message({static_cast<std::uint8_t>(me), static_cast<std::uint8_t>(p), 42}, p,
+                             Tag{5, 2});
+         }
+         std::vector<int> seen(static_cast<std::size_t>(comm.nranks()), 0);
+         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+         int got = 0;
+         while (got < comm.nranks() && std::chrono::steady_clock::now() < deadline) {
+           if (auto m = comm.recv_any(Tag{5, 2})) {
+             ASSERT_EQ(m->data.size(), 3U);
+             EXPECT_EQ(m->data[0], m->source);
+             EXPECT_EQ(m->data[1], me);
+             EXPECT_EQ(m->data[2], 42);
+             ++seen[static_cast<std::size_t>(m->source)];
+             ++got;
+           } else {
+             std::this_thread::sleep_for(std::chrono::microseconds(50));
+           }
+         }
+         for (int s : seen) EXPECT_EQ(s, 1);
+         EXPECT_FALSE(comm.recv_any(Tag{5, 3}).has_value());  // nothing under another tag
+         comm.barrier();
+       }});
 
-  cases.push_back({"SizeMismatchIsAnError", [](Communicator& comm, BufferResource& br) {
-    if (comm.nranks() < 2) GTEST_SKIP() << "needs two ranks";
-    if (comm.rank() == 0) {
-      auto s = comm.send(make_in(br, MemoryType::HOST, 100, 1), 1, Tag{6, 0});
-      try {
-        comm.wait(*s);  // the local communicator fails both sides; MPI completes the send
-      } catch (const comm_error&) {
-      }
-    } else if (comm.rank() == 1) {
-      auto r = recv_into(comm, br, MemoryType::HOST, 64, 0, Tag{6, 0});
-      EXPECT_THROW(comm.wait(*r), comm_error);
-    }
-    comm.barrier();
-  }});
+  cases.push_back(
+      {"SizeMismatchIsAnError", [](Communicator& comm, BufferResource& br) {
+         if (comm.nranks() < 2) GTEST_SKIP() << "needs two ranks";
+         if (comm.rank() == 0) {
+           auto s = comm.send(make_in(br, MemoryType::HOST, 100, 1), 1, Tag{6, 0});
+           try {
+             comm.wait(*s);  // the local communicator fails both sides; MPI completes the send
+           } catch (const comm_error&) {
+           }
+         } else if (comm.rank() == 1) {
+           auto r = recv_into(comm, br, MemoryType::HOST, 64, 0, Tag{6, 0});
+           EXPECT_THROW(comm.wait(*r), comm_error);
+         }
+         comm.barrier();
+       }});
 
-  cases.push_back({"AStuckPeerGivesAnErrorWithinTheTimeout", [](Communicator& comm,
-                                                                BufferResource& br) {
-    if (comm.nranks() < 2) GTEST_SKIP() << "needs two ranks";
-    if (comm.rank() == 0) {
-      const auto saved = comm.timeout();
-      comm.set_timeout(std::chrono::milliseconds(500));
-      auto r = recv_into(comm, br, MemoryType::HOST, 64, 1, Tag{9, 9});  // never sent
-      const auto t0 = std::chrono::steady_clock::now();
-      EXPECT_THROW(comm.wait(*r), comm_error);
-      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
-      comm.set_timeout(saved);
-    }
-    comm.barrier();
-  }});
+  cases.push_back(
+      {"AStuckPeerGivesAnErrorWithinTheTimeout", [](Communicator& comm, BufferResource& br) {
+         if (comm.nranks() < 2) GTEST_SKIP() << "needs two ranks";
+         if (comm.rank() == 0) {
+           const auto saved = comm.timeout();
+           comm.set_timeout(std::chrono::milliseconds(500));
+           auto r = recv_into(comm, br, MemoryType::HOST, 64, 1, Tag{9, 9});  // never sent
+           const auto t0 = std::chrono::steady_clock::now();
+           EXPECT_THROW(comm.wait(*r), comm_error);
+           EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+           comm.set_timeout(saved);
+         }
+         comm.barrier();
+       }});
 
-  cases.push_back({"BadArgumentsAreClearErrors", [](Communicator& comm, BufferResource& br) {
-    EXPECT_THROW(comm.send(make_in(br, MemoryType::HOST, 8, 0), comm.nranks(), Tag{}),
-                 logic_error);
-    EXPECT_THROW(comm.recv(-1, Tag{}, br.allocate(MemoryType::HOST, 8)), logic_error);
-    EXPECT_THROW(comm.send(nullptr, 0, Tag{}), logic_error);
-  }});
+  cases.push_back(
+      {"BadArgumentsAreClearErrors", [](Communicator& comm, BufferResource& br) {
+         EXPECT_THROW(comm.send(make_in(br, MemoryType::HOST, 8, 0), comm.nranks(), Tag{}),
+                      logic_error);
+         EXPECT_THROW(comm.recv(-1, Tag{}, br.allocate(MemoryType::HOST, 8)), logic_error);
+         EXPECT_THROW(comm.send(nullptr, 0, Tag{}), logic_error);
+       }});
 
   return cases;
 }

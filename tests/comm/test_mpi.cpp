@@ -43,9 +43,8 @@ int main(int argc, char** argv) {
     static const auto cases = test::conformance_cases();
     for (const auto& c : cases) {
       ::testing::RegisterTest("MpiConformance", c.name.c_str(), nullptr, nullptr, __FILE__,
-                              __LINE__, [&]() -> ::testing::Test* {
-                                return new MpiCase(c, *comm, br);
-                              });
+                              __LINE__,
+                              [&]() -> ::testing::Test* { return new MpiCase(c, *comm, br); });
     }
     int local = RUN_ALL_TESTS();
     MPI_Allreduce(&local, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
