@@ -4,6 +4,7 @@
 #include <spillway/stats/memory_profiler.hpp>
 #include <spillway/table/gpu.hpp>
 
+#include "arguments.hpp"
 #include "cpu_threads.hpp"
 #include "pack_format.hpp"
 
@@ -58,14 +59,7 @@ std::vector<PackedData> split_and_pack(const TableView& table, std::span<const s
                                        BufferResource& br) {
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "split_and_pack");
   const std::size_t rows = table.num_rows();
-  std::vector<std::size_t> bounds{0};
-  for (std::size_t s : splits) {
-    SPILLWAY_EXPECTS(s >= bounds.back() && s <= rows,
-                     "split points must be ascending and at most the row count (" +
-                         std::to_string(rows) + "), got " + std::to_string(s));
-    bounds.push_back(s);
-  }
-  bounds.push_back(rows);
+  const std::vector<std::size_t> bounds = detail::split_bounds(rows, splits);
   const std::size_t nparts = bounds.size() - 1;
   std::vector<detail::PackLayout> layouts;
   std::vector<PackedData> out(nparts);

@@ -3,6 +3,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 
+#include "arguments.hpp"
 #include "cpu_threads.hpp"
 #include "pack_format.hpp"
 
@@ -113,18 +114,6 @@ struct Counts {
   std::size_t* row(std::size_t t) { return v.data() + t * stride; }
   const std::size_t* row(std::size_t t) const { return v.data() + t * stride; }
 };
-
-void check_args(const TableView& table, std::span<const std::size_t> keys, std::size_t n) {
-  SPILLWAY_EXPECTS(n > 0, "hash partitioning needs at least one partition");
-  SPILLWAY_EXPECTS(n <= static_cast<std::size_t>(std::numeric_limits<std::uint32_t>::max()),
-                   "too many partitions");
-  SPILLWAY_EXPECTS(!keys.empty(), "hash partitioning needs at least one key column");
-  for (std::size_t k : keys) {
-    SPILLWAY_EXPECTS(k < table.num_columns(), "key column " + std::to_string(k) +
-                                                  " does not exist (the table has " +
-                                                  std::to_string(table.num_columns()) + ")");
-  }
-}
 
 /// The result of the counting pass: each row's partition and per-thread histograms.
 template <typename PidT>
@@ -341,7 +330,7 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
                                            std::size_t num_partitions, BufferResource& br,
                                            std::uint32_t seed, std::size_t threads) {
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "partition_and_pack");
-  check_args(table, keys, num_partitions);
+  detail::check_partition_args(table, keys, num_partitions);
   threads = detail::resolve_threads(threads);
   std::vector<PackedData> out(num_partitions);
   partition_rows(table, keys, num_partitions, seed, threads, br,
@@ -379,7 +368,7 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
 PartitionedTable hash_partition(const TableView& table, std::span<const std::size_t> keys,
                                 std::size_t num_partitions, BufferResource& br, std::uint32_t seed,
                                 std::size_t threads) {
-  check_args(table, keys, num_partitions);
+  detail::check_partition_args(table, keys, num_partitions);
   threads = detail::resolve_threads(threads);
   const std::size_t rows = table.num_rows();
   std::vector<Column> columns;

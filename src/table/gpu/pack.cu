@@ -6,6 +6,7 @@
 #include <spillway/stats/memory_profiler.hpp>
 
 #include "../../core/cuda_try.hpp"
+#include "../arguments.hpp"
 #include "../pack_format.hpp"
 #include "batched_copy.cuh"
 #include "device_column.cuh"
@@ -52,14 +53,7 @@ std::vector<PackedData> split_and_pack(const TableView& table, std::span<const s
   SPILLWAY_EXPECTS(cuda::is_available(), "the GPU table functions need a GPU");
   const std::size_t rows = table.num_rows();
   const std::size_t ncols = table.num_columns();
-  std::vector<std::size_t> bounds{0};
-  for (std::size_t s : splits) {
-    SPILLWAY_EXPECTS(s >= bounds.back() && s <= rows,
-                     "split points must be ascending and at most the row count (" +
-                         std::to_string(rows) + "), got " + std::to_string(s));
-    bounds.push_back(s);
-  }
-  bounds.push_back(rows);
+  const std::vector<std::size_t> bounds = spillway::detail::split_bounds(rows, splits);
   const std::size_t nparts = bounds.size() - 1;
 
   // The string offsets at the bounds tell each part's character count.

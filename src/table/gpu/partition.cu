@@ -19,6 +19,7 @@
 #include <spillway/stats/memory_profiler.hpp>
 
 #include "../../core/cuda_try.hpp"
+#include "../arguments.hpp"
 #include "../pack_format.hpp"
 #include "batched_copy.cuh"
 #include "device_column.cuh"
@@ -321,14 +322,7 @@ void exclusive_sum(T* data, std::size_t n, BufferResource& br, Stream stream) {
 }
 
 void check_args(const TableView& table, std::span<const std::size_t> keys, std::size_t n) {
-  SPILLWAY_EXPECTS(n > 0, "hash partitioning needs at least one partition");
-  SPILLWAY_EXPECTS(n < no_partition, "too many partitions");
-  SPILLWAY_EXPECTS(!keys.empty(), "hash partitioning needs at least one key column");
-  for (std::size_t k : keys) {
-    SPILLWAY_EXPECTS(k < table.num_columns(), "key column " + std::to_string(k) +
-                                                  " does not exist (the table has " +
-                                                  std::to_string(table.num_columns()) + ")");
-  }
+  spillway::detail::check_partition_args(table, keys, n);
   SPILLWAY_EXPECTS(table.num_rows() < no_partition,
                    "the GPU partitioning takes fewer than 2^32 - 1 rows per call, got " +
                        std::to_string(table.num_rows()));
