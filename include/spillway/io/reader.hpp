@@ -1,0 +1,31 @@
+#pragma once
+/// @file reader.hpp
+/// Parallel reads of a file range into host memory: split into tasks on a thread pool, through
+/// the page cache or with O_DIRECT (the aligned middle direct, unaligned head and tail
+/// buffered).
+
+#include <spillway/io/file_handle.hpp>
+#include <spillway/io/thread_pool.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace spillway::io {
+
+struct ReadOptions {
+  std::size_t task_size{4u << 20};  // bytes per task; a multiple of 4096 for direct reads
+  bool direct{false};               // O_DIRECT for the aligned middle of the range
+};
+
+/// Which path a read took.
+enum class ReadPath { buffered, direct };
+
+/// Reads exactly `bytes` at `offset` of `path` into host memory `dst`, with `pool`'s threads and
+/// the caller's (only the caller's when `pool` is null). When O_DIRECT is asked for but the file
+/// system refuses it, the read is buffered and says so in the result. @throws spillway::io_error
+/// naming file, offset and size
+ReadPath read_file(const std::string& path, void* dst, std::size_t bytes, std::uint64_t offset,
+                   ThreadPool* pool, const ReadOptions& options = {});
+
+}  // namespace spillway::io

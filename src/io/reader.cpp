@@ -1,0 +1,77 @@
+#include <spillway/io/reader.hpp>
+
+#include <spillway/core/error.hpp>
+
+#include <fcntl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+
+namespace spillway::io {
+
+namespace {
+
+constexpr std::size_t direct_align = 4096;
+
+struct FreeDeleter {
+  void operator()(void* p) const noexcept { std::free(p); }
+};
+
+}  // namespace
+
+ReadPath read_file(const std::string& path, void* dst, std::size_t bytes, std::uint64_t offset,
+                   ThreadPool* pool, const ReadOptions& options) {
+  SPILLWAY_EXPECTS(options.task_size > 0, "read_file: the task size must be positive");
+  FileHandle buffered(path, O_RDONLY);
+  auto* out = static_cast<std::byte*>(dst);
+  // The aligned middle [a, b) of the range, read direct when asked and possible.
+  const std::uint64_t a = (offset + direct_align - 1) / direct_align * direct_align;
+  const std::uint64_t b = (offset + bytes) / direct_align * direct_align;
+  FileHandle direct;
+  if (options.direct && b > a) {
+    SPILLWAY_EXPECTS(options.task_size % direct_align == 0,
+                     "read_file: direct reads need a task size that is a multiple of 4096");
+    try {
+      direct = FileHandle(path, O_RDONLY | O_DIRECT);
+    } catch (const io_error&) {  // e.g. tmpfs: no O_DIRECT
+    }
+  }
+  auto for_each_task = [&](std::size_t n, const std::function<void(std::size_t)>& fn) {
+    if (pool != nullptr) {
+      pool->parallel_for(n, fn);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) fn(i);
+    }
+  };
+  if (!direct.is_open()) {
+    const std::size_t tasks = (bytes + options.task_size - 1) / options.task_size;
+    for_each_task(tasks, [&](std::size_t i) {
+      const std::size_t begin = i * options.task_size;
+      buffered.pread(out + begin, std::min(options.task_size, bytes - begin), offset + begin);
+    });
+    return ReadPath::buffered;
+  }
+  if (a > offset) buffered.pread(out, a - offset, offset);
+  if (offset + bytes > b) buffered.pread(out + (b - offset), offset + bytes - b, b);
+  const std::size_t middle = b - a;
+  const std::size_t tasks = (middle + options.task_size - 1) / options.task_size;
+  for_each_task(tasks, [&](std::size_t i) {
+    const std::size_t begin = i * options.task_size;
+    const std::size_t len = std::min(options.task_size, middle - begin);
+    std::byte* to = out + (a - offset) + begin;
+    if (reinterpret_cast<std::uintptr_t>(to) % direct_align == 0) {
+      direct.pread(to, len, a + begin);  // straight into the destination
+      return;
+    }
+    // An unaligned destination: through an aligned bounce buffer of this task.
+    std::unique_ptr<void, FreeDeleter> bounce(std::aligned_alloc(direct_align, options.task_size));
+    if (!bounce) throw out_of_memory("read_file: no memory for a direct-read bounce buffer");
+    direct.pread(bounce.get(), len, a + begin);
+    std::memcpy(to, bounce.get(), len);
+  });
+  return ReadPath::direct;
+}
+
+}  // namespace spillway::io

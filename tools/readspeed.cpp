@@ -1,0 +1,188 @@
+// spillway-readspeed: how fast files are read into memory with spillway's parallel reader, per
+// thread count, like ROOT's root-readspeed: throughput, real and CPU time, CPU efficiency, and
+// the speed-up over the first thread count with the Amdahl parallel fraction it implies.
+#include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
+#include <spillway/io/page_cache.hpp>
+#include <spillway/io/reader.hpp>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace spillway;
+
+namespace {
+
+struct Options {
+  std::vector<std::string> files;
+  std::vector<std::size_t> threads{1};
+  std::size_t task_size{4 * MiB};
+  bool cold{false};
+  bool direct{false};
+  int runs{3};
+};
+
+[[noreturn]] void usage(const std::string& error) {
+  std::ostream& os = error.empty() ? std::cout : std::cerr;
+  if (!error.empty()) os << "spillway-readspeed: " << error << "\n\n";
+  os << "usage: spillway-readspeed --files F [F ...] [options]\n"
+        "  --files F ...       files to read, whole (all of them per run)\n"
+        "  --threads N[,N...]  thread counts; a list runs a sweep (default 1)\n"
+        "  --task-size SIZE    bytes per read task (default 4MiB)\n"
+        "  --target host       where the bytes go (host memory; device: not yet)\n"
+        "  --cold              drop the files from the page cache before each run\n"
+        "  --direct            O_DIRECT for the aligned part of each file\n"
+        "  --runs N            runs per thread count; the median is shown (default 3)\n"
+        "  -h                  this help\n";
+  std::exit(error.empty() ? 0 : 2);
+}
+
+std::size_t positive(const std::string& v, const std::string& flag) {
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (end == v.c_str() || *end != '\0' || n < 1 || n > 4096) {
+    usage(flag + " takes whole numbers from 1 to 4096, got '" + v + "'");
+  }
+  return static_cast<std::size_t>(n);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      usage("");
+    } else if (a == "--files") {
+      while (i + 1 < argc && argv[i + 1][0] != '-') o.files.emplace_back(argv[++i]);
+    } else if (a == "--threads") {
+      o.threads.clear();
+      std::stringstream ss(value());
+      for (std::string t; std::getline(ss, t, ',');) o.threads.push_back(positive(t, a));
+    } else if (a == "--task-size") {
+      try {
+        o.task_size = parse_bytes(value(), "--task-size");
+      } catch (const std::exception& e) {
+        usage(e.what());
+      }
+      if (o.task_size == 0) usage("--task-size must be positive");
+    } else if (a == "--target") {
+      const std::string t = value();
+      if (t == "device") {
+        usage(
+            "--target device is not implemented yet (reads into GPU memory come with the "
+            "bounce-buffer pipeline); use --target host");
+      }
+      if (t != "host") usage("--target takes host or device, got '" + t + "'");
+    } else if (a == "--cold") {
+      o.cold = true;
+    } else if (a == "--direct") {
+      o.direct = true;
+    } else if (a == "--runs") {
+      o.runs = static_cast<int>(positive(value(), a));
+    } else {
+      usage("unknown option '" + a + "'");
+    }
+  }
+  if (o.files.empty()) usage("no --files given");
+  if (o.direct && o.task_size % 4096 != 0) usage("--direct needs a --task-size multiple of 4096");
+  for (const auto& f : o.files) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(f, ec)) usage("'" + f + "' is not a readable file");
+  }
+  return o;
+}
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+struct Result {
+  double real, cpu;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  try {
+    std::vector<std::size_t> sizes;
+    std::size_t total = 0;
+    for (const auto& f : o.files) {
+      sizes.push_back(std::filesystem::file_size(f));
+      total += sizes.back();
+    }
+    std::vector<std::byte> dst(total);
+    std::memset(dst.data(), 0, dst.size());  // touched: no page faults in the timed reads
+    std::cout << "spillway-readspeed: " << o.files.size() << " file(s), "
+              << format_bytes(double(total)) << " | task " << format_bytes(double(o.task_size))
+              << " | " << (o.direct ? "O_DIRECT" : "page cache") << " | "
+              << (o.cold ? "cold (dropped before each run)" : "warm") << " | median of " << o.runs
+              << "\n";
+    std::cout << std::setw(8) << "threads" << std::setw(11) << "GB/s" << std::setw(10) << "real s"
+              << std::setw(10) << "CPU s" << std::setw(10) << "CPU eff" << std::setw(10)
+              << "speed-up" << std::setw(10) << "Amdahl"
+              << "  path\n";
+    double base = 0;
+    for (std::size_t t : o.threads) {
+      std::unique_ptr<io::ThreadPool> pool;  // the caller takes part: t threads in all
+      if (t > 1) pool = std::make_unique<io::ThreadPool>(t - 1);
+      std::vector<Result> runs;
+      io::ReadPath path = io::ReadPath::buffered;
+      for (int r = 0; r < o.runs; ++r) {
+        if (o.cold) {
+          for (const auto& f : o.files) io::drop_from_page_cache(f);
+        }
+        const double c0 = cpu_seconds();
+        const auto t0 = std::chrono::steady_clock::now();
+        std::size_t at = 0;
+        for (std::size_t i = 0; i < o.files.size(); ++i) {
+          path = io::read_file(o.files[i], dst.data() + at, sizes[i], 0, pool.get(),
+                               io::ReadOptions{o.task_size, o.direct});
+          at += sizes[i];
+        }
+        runs.push_back(
+            {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+             cpu_seconds() - c0});
+      }
+      std::sort(runs.begin(), runs.end(),
+                [](const Result& x, const Result& y) { return x.real < y.real; });
+      const Result m = runs[runs.size() / 2];
+      const double gbps = double(total) / m.real / 1e9;
+      if (base == 0) base = gbps;
+      const double speedup = gbps / base;
+      const double n = double(t) / double(o.threads.front());
+      std::cout << std::setw(8) << t << std::fixed << std::setprecision(2) << std::setw(11) << gbps
+                << std::setprecision(3) << std::setw(10) << m.real << std::setw(10) << m.cpu
+                << std::setprecision(2) << std::setw(10) << (m.cpu / double(t)) / m.real
+                << std::setw(10) << speedup;
+      if (n > 1) {
+        std::cout << std::setw(9) << std::setprecision(1) << 100 * (1 - 1 / speedup) / (1 - 1 / n)
+                  << "%";
+      } else {
+        std::cout << std::setw(10) << "-";
+      }
+      std::cout << "  " << (path == io::ReadPath::direct ? "direct" : "buffered") << "\n";
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "spillway-readspeed: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
