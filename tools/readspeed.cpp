@@ -2,6 +2,7 @@
 // thread count, like ROOT's root-readspeed: throughput, real and CPU time, CPU efficiency, and
 // the speed-up over the first thread count with the Amdahl parallel fraction it implies.
 #include <spillway/core/error.hpp>
+#include <spillway/core/options.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/io/page_cache.hpp>
 #include <spillway/io/reader.hpp>
@@ -15,8 +16,11 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <span>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace spillway;
@@ -25,10 +29,11 @@ namespace {
 
 struct Options {
   std::vector<std::string> files;
-  std::vector<std::size_t> threads{1};
-  std::size_t task_size{4 * MiB};
+  std::vector<std::size_t> threads{options::get().io_threads};
+  std::size_t task_size{options::get().io_task_size};
   bool cold{false};
-  bool direct{false};
+  bool direct{options::get().io_direct};
+  bool tune{false};
   int runs{3};
 };
 
@@ -37,11 +42,12 @@ struct Options {
   if (!error.empty()) os << "spillway-readspeed: " << error << "\n\n";
   os << "usage: spillway-readspeed --files F [F ...] [options]\n"
         "  --files F ...       files to read, whole (all of them per run)\n"
-        "  --threads N[,N...]  thread counts; a list runs a sweep (default 1)\n"
-        "  --task-size SIZE    bytes per read task (default 4MiB)\n"
+        "  --threads N[,N...]  thread counts; a list runs a sweep (default SPILLWAY_IO_THREADS)\n"
+        "  --task-size SIZE    bytes per read task (default SPILLWAY_IO_TASK_SIZE, 4MiB)\n"
         "  --target host       where the bytes go (host memory; device: not yet)\n"
         "  --cold              drop the files from the page cache before each run\n"
-        "  --direct            O_DIRECT for the aligned part of each file\n"
+        "  --direct            O_DIRECT for the aligned part of each file (SPILLWAY_IO_DIRECT)\n"
+        "  --tune              sweep threads x task size; print the best as SPILLWAY_IO_* lines\n"
         "  --runs N            runs per thread count; the median is shown (default 3)\n"
         "  -h                  this help\n";
   std::exit(error.empty() ? 0 : 2);
@@ -91,6 +97,8 @@ Options parse(int argc, char** argv) {
       o.cold = true;
     } else if (a == "--direct") {
       o.direct = true;
+    } else if (a == "--tune") {
+      o.tune = true;
     } else if (a == "--runs") {
       o.runs = static_cast<int>(positive(value(), a));
     } else {
@@ -114,13 +122,82 @@ double cpu_seconds() {
 }
 
 struct Result {
-  double real, cpu;
+  double real{0}, cpu{0}, gbps{0};
+  io::ReadPath path{io::ReadPath::buffered};
 };
+
+/// Reads every file whole with `threads` threads (the caller and a pool), `o.runs` times;
+/// the run of median time.
+Result measure(const Options& o, std::size_t threads, std::size_t task_size,
+               const std::vector<std::size_t>& sizes, std::span<std::byte> dst) {
+  std::unique_ptr<io::ThreadPool> pool;  // the caller takes part: `threads` threads in all
+  if (threads > 1) pool = std::make_unique<io::ThreadPool>(threads - 1);
+  std::vector<Result> runs;
+  for (int r = 0; r < o.runs; ++r) {
+    if (o.cold) {
+      for (const auto& f : o.files) io::drop_from_page_cache(f);
+    }
+    Result res;
+    const double c0 = cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < o.files.size(); ++i) {
+      res.path = io::read_file(o.files[i], dst.data() + at, sizes[i], 0, pool.get(),
+                               io::ReadOptions{task_size, o.direct});
+      at += sizes[i];
+    }
+    res.real = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    res.cpu = cpu_seconds() - c0;
+    res.gbps = static_cast<double>(at) / res.real / 1e9;
+    runs.push_back(res);
+  }
+  std::sort(runs.begin(), runs.end(),
+            [](const Result& x, const Result& y) { return x.real < y.real; });
+  return runs[runs.size() / 2];
+}
+
+/// --tune: threads 1, 2, 4, ... up to the cores x task sizes 1, 4, 16, 64 MiB.
+void tune(const Options& o, const std::vector<std::size_t>& sizes, std::span<std::byte> dst) {
+  const std::size_t cores = std::max(1U, std::thread::hardware_concurrency());
+  std::vector<std::size_t> threads;
+  for (std::size_t t = 1; t < cores; t *= 2) threads.push_back(t);
+  threads.push_back(cores);
+  const std::vector<std::size_t> tasks{1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB};
+  std::cout << std::setw(8) << "threads";
+  for (std::size_t task : tasks) std::cout << std::setw(12) << format_bytes(double(task));
+  std::cout << "   (GB/s)\n";
+  double best = 0;
+  std::size_t best_t = 1;
+  std::size_t best_task = tasks.front();
+  for (std::size_t t : threads) {
+    std::cout << std::setw(8) << t;
+    for (std::size_t task : tasks) {
+      const Result r = measure(o, t, task, sizes, dst);
+      std::cout << std::fixed << std::setprecision(2) << std::setw(12) << r.gbps << std::flush;
+      if (r.gbps > best * 1.02) {  // a clear gain, else keep fewer threads / smaller tasks
+        best = r.gbps;
+        best_t = t;
+        best_task = task;
+      }
+    }
+    std::cout << "\n";
+  }
+  std::cout << "best: " << std::setprecision(2) << best << " GB/s\n"
+            << "export SPILLWAY_IO_THREADS=" << best_t << "\n"
+            << "export SPILLWAY_IO_TASK_SIZE=" << best_task / MiB << "MiB\n";
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
+  std::optional<Options> parsed;
+  try {
+    parsed.emplace(parse(argc, argv));
+  } catch (const std::exception& e) {  // a bad SPILLWAY_IO_* setting
+    std::cerr << "spillway-readspeed: " << e.what() << "\n";
+    return 2;
+  }
+  const Options& o = *parsed;
   try {
     std::vector<std::size_t> sizes;
     std::size_t total = 0;
@@ -128,49 +205,35 @@ int main(int argc, char** argv) {
       sizes.push_back(std::filesystem::file_size(f));
       total += sizes.back();
     }
-    std::vector<std::byte> dst(total);
-    std::memset(dst.data(), 0, dst.size());  // touched: no page faults in the timed reads
+    // Page-aligned (as pinned or pool memory would be), touched: no page faults when timed.
+    std::unique_ptr<std::byte, void (*)(void*)> mem(
+        static_cast<std::byte*>(std::aligned_alloc(4096, (total + 4095) / 4096 * 4096 + 4096)),
+        std::free);
+    if (!mem) throw out_of_memory("no memory for the destination");
+    std::span<std::byte> dst(mem.get(), total);
+    std::memset(dst.data(), 0, dst.size());
     std::cout << "spillway-readspeed: " << o.files.size() << " file(s), "
               << format_bytes(double(total)) << " | task " << format_bytes(double(o.task_size))
               << " | " << (o.direct ? "O_DIRECT" : "page cache") << " | "
               << (o.cold ? "cold (dropped before each run)" : "warm") << " | median of " << o.runs
               << "\n";
+    if (o.tune) {
+      tune(o, sizes, dst);
+      return 0;
+    }
     std::cout << std::setw(8) << "threads" << std::setw(11) << "GB/s" << std::setw(10) << "real s"
               << std::setw(10) << "CPU s" << std::setw(10) << "CPU eff" << std::setw(10)
               << "speed-up" << std::setw(10) << "Amdahl"
               << "  path\n";
     double base = 0;
     for (std::size_t t : o.threads) {
-      std::unique_ptr<io::ThreadPool> pool;  // the caller takes part: t threads in all
-      if (t > 1) pool = std::make_unique<io::ThreadPool>(t - 1);
-      std::vector<Result> runs;
-      io::ReadPath path = io::ReadPath::buffered;
-      for (int r = 0; r < o.runs; ++r) {
-        if (o.cold) {
-          for (const auto& f : o.files) io::drop_from_page_cache(f);
-        }
-        const double c0 = cpu_seconds();
-        const auto t0 = std::chrono::steady_clock::now();
-        std::size_t at = 0;
-        for (std::size_t i = 0; i < o.files.size(); ++i) {
-          path = io::read_file(o.files[i], dst.data() + at, sizes[i], 0, pool.get(),
-                               io::ReadOptions{o.task_size, o.direct});
-          at += sizes[i];
-        }
-        runs.push_back(
-            {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-             cpu_seconds() - c0});
-      }
-      std::sort(runs.begin(), runs.end(),
-                [](const Result& x, const Result& y) { return x.real < y.real; });
-      const Result m = runs[runs.size() / 2];
-      const double gbps = double(total) / m.real / 1e9;
-      if (base == 0) base = gbps;
-      const double speedup = gbps / base;
+      const Result m = measure(o, t, o.task_size, sizes, dst);
+      if (base == 0) base = m.gbps;
+      const double speedup = m.gbps / base;
       const double n = double(t) / double(o.threads.front());
-      std::cout << std::setw(8) << t << std::fixed << std::setprecision(2) << std::setw(11) << gbps
-                << std::setprecision(3) << std::setw(10) << m.real << std::setw(10) << m.cpu
-                << std::setprecision(2) << std::setw(10) << (m.cpu / double(t)) / m.real
+      std::cout << std::setw(8) << t << std::fixed << std::setprecision(2) << std::setw(11)
+                << m.gbps << std::setprecision(3) << std::setw(10) << m.real << std::setw(10)
+                << m.cpu << std::setprecision(2) << std::setw(10) << (m.cpu / double(t)) / m.real
                 << std::setw(10) << speedup;
       if (n > 1) {
         std::cout << std::setw(9) << std::setprecision(1) << 100 * (1 - 1 / speedup) / (1 - 1 / n)
@@ -178,7 +241,7 @@ int main(int argc, char** argv) {
       } else {
         std::cout << std::setw(10) << "-";
       }
-      std::cout << "  " << (path == io::ReadPath::direct ? "direct" : "buffered") << "\n";
+      std::cout << "  " << (m.path == io::ReadPath::direct ? "direct" : "buffered") << "\n";
     }
   } catch (const std::exception& e) {
     std::cerr << "spillway-readspeed: " << e.what() << "\n";

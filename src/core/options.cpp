@@ -44,6 +44,7 @@ OptionValues defaults() {
   const char* tmp = std::getenv("TMPDIR");
   v.spill_dir = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
   v.io_threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 16);
+  v.io_task_size = 4 * MiB;
   v.spill_task_size = 8 * MiB;
   v.spill_file_size = GiB;
   v.staging_size = 0;  // auto
@@ -85,6 +86,13 @@ OptionValues from_environment() {
     v.io_threads = parse_bytes(*e, "SPILLWAY_IO_THREADS");
     SPILLWAY_EXPECTS(v.io_threads >= 1 && v.io_threads <= 1024,
                      "SPILLWAY_IO_THREADS must be within 1..1024, got '" + *e + "'");
+  }
+  if (auto e = env("SPILLWAY_IO_TASK_SIZE")) {
+    v.io_task_size = positive_bytes(*e, "SPILLWAY_IO_TASK_SIZE");
+  }
+  if (auto e = env("SPILLWAY_IO_DIRECT")) {
+    SPILLWAY_EXPECTS(*e == "0" || *e == "1", "SPILLWAY_IO_DIRECT must be 0 or 1, got '" + *e + "'");
+    v.io_direct = (*e == "1");
   }
   if (auto e = env("SPILLWAY_SPILL_TASK_SIZE")) {
     v.spill_task_size = positive_bytes(*e, "SPILLWAY_SPILL_TASK_SIZE");
@@ -200,6 +208,13 @@ void set_host_cache(Limit l) {
 void set_io_threads(std::size_t n) {
   SPILLWAY_EXPECTS(n >= 1 && n <= 1024, "io threads must be within 1..1024");
   update([&](OptionValues& v) { v.io_threads = n; });
+}
+void set_io_task_size(std::size_t bytes) {
+  SPILLWAY_EXPECTS(bytes > 0, "the io task size must be positive");
+  update([&](OptionValues& v) { v.io_task_size = bytes; });
+}
+void set_io_direct(bool enabled) {
+  update([&](OptionValues& v) { v.io_direct = enabled; });
 }
 void set_spill_task_size(std::size_t bytes) {
   SPILLWAY_EXPECTS(bytes > 0, "the spill task size must be greater than zero");

@@ -1,6 +1,7 @@
 #include <spillway/io/reader.hpp>
 
 #include <spillway/core/error.hpp>
+#include <spillway/core/options.hpp>
 
 #include <fcntl.h>
 
@@ -20,6 +21,11 @@ struct FreeDeleter {
 };
 
 }  // namespace
+
+ReadOptions ReadOptions::from_options() {
+  const OptionValues v = options::get();
+  return ReadOptions{v.io_task_size, v.io_direct};
+}
 
 ReadPath read_file(const std::string& path, void* dst, std::size_t bytes, std::uint64_t offset,
                    ThreadPool* pool, const ReadOptions& options) {
@@ -65,9 +71,18 @@ ReadPath read_file(const std::string& path, void* dst, std::size_t bytes, std::u
       direct.pread(to, len, a + begin);  // straight into the destination
       return;
     }
-    // An unaligned destination: through an aligned bounce buffer of this task.
-    std::unique_ptr<void, FreeDeleter> bounce(std::aligned_alloc(direct_align, options.task_size));
-    if (!bounce) throw out_of_memory("read_file: no memory for a direct-read bounce buffer");
+    // An unaligned destination: through this thread's aligned bounce buffer (kept, grown to
+    // the largest task size seen, so that reads do not map and fault fresh memory each time).
+    thread_local std::unique_ptr<void, FreeDeleter> bounce;
+    thread_local std::size_t bounce_size = 0;
+    if (bounce_size < len) {
+      bounce.reset(std::aligned_alloc(direct_align, options.task_size));
+      if (!bounce) {
+        bounce_size = 0;
+        throw out_of_memory("read_file: no memory for a direct-read bounce buffer");
+      }
+      bounce_size = options.task_size;
+    }
     direct.pread(bounce.get(), len, a + begin);
     std::memcpy(to, bounce.get(), len);
   });

@@ -47,6 +47,9 @@ TEST(Options, EnvironmentIsRead) {
   env.set("SPILLWAY_SPILL_DIR", "/var/tmp");
   env.set("SPILLWAY_IO_THREADS", "3");
   env.set("SPILLWAY_PINNED_POOL", "0");
+  env.set("SPILLWAY_IO_TASK_SIZE", "16MiB");
+  env.set("SPILLWAY_IO_DIRECT", "1");
+  env.set("SPILLWAY_COMM_TIMEOUT", "2.5");
   options::reload_from_environment();
   const auto o = options::get();
   EXPECT_EQ(o.host_limit, Limit::bytes(64 * MiB));
@@ -55,6 +58,9 @@ TEST(Options, EnvironmentIsRead) {
   EXPECT_EQ(o.spill_dir, "/var/tmp");
   EXPECT_EQ(o.io_threads, 3u);
   EXPECT_FALSE(o.pinned_pool);
+  EXPECT_EQ(o.io_task_size, 16 * MiB);
+  EXPECT_TRUE(o.io_direct);
+  EXPECT_EQ(o.comm_timeout, std::chrono::milliseconds(2500));
 }
 
 TEST(Options, BadEnvironmentNamesTheVariable) {
@@ -64,7 +70,10 @@ TEST(Options, BadEnvironmentNamesTheVariable) {
                                                         {"SPILLWAY_DEVICE_ALLOCATOR", "magic"},
                                                         {"SPILLWAY_PINNED_POOL", "yes"},
                                                         {"SPILLWAY_LOG_LEVEL", "loud"},
-                                                        {"SPILLWAY_IO_THREADS", "0"}}) {
+                                                        {"SPILLWAY_IO_THREADS", "0"},
+                                                        {"SPILLWAY_IO_TASK_SIZE", "0"},
+                                                        {"SPILLWAY_IO_DIRECT", "maybe"},
+                                                        {"SPILLWAY_COMM_TIMEOUT", "-1"}}) {
     EnvGuard env;
     env.set(name, value);
     try {

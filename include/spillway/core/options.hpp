@@ -40,8 +40,13 @@ struct OptionValues {
   /// SPILLWAY_HOST_CACHE: freed host blocks kept for reuse (bytes or a fraction of host
   /// memory); cached plus used bytes never exceed the HOST limit. Default 10%.
   Limit host_cache{Limit::fraction(0.1)};
-  /// SPILLWAY_IO_THREADS: threads of the spill I/O pool; default min(cores, 16).
+  /// SPILLWAY_IO_THREADS: threads of the spill I/O pool and of file reads; default
+  /// min(cores, 16).
   std::size_t io_threads{0};
+  /// SPILLWAY_IO_TASK_SIZE: bytes per parallel file-read task; default 4 MiB.
+  std::size_t io_task_size{0};
+  /// SPILLWAY_IO_DIRECT: 1 reads files with O_DIRECT (where the file system allows); default 0.
+  bool io_direct{false};
   /// SPILLWAY_SPILL_TASK_SIZE: bytes per parallel spill read/write task, each with its own
   /// checksum; default 8 MiB.
   std::size_t spill_task_size{0};
@@ -80,6 +85,8 @@ void set_device_pool_size(Limit l);
 void set_pinned_pool(bool enabled);
 void set_host_cache(Limit l);
 void set_io_threads(std::size_t n);
+void set_io_task_size(std::size_t bytes);
+void set_io_direct(bool enabled);
 void set_spill_task_size(std::size_t bytes);
 void set_spill_file_size(std::size_t bytes);
 void set_staging_size(std::size_t bytes);

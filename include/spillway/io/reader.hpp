@@ -16,6 +16,9 @@ namespace spillway::io {
 struct ReadOptions {
   std::size_t task_size{4u << 20};  // bytes per task; a multiple of 4096 for direct reads
   bool direct{false};               // O_DIRECT for the aligned middle of the range
+
+  /// SPILLWAY_IO_TASK_SIZE and SPILLWAY_IO_DIRECT (see options.hpp).
+  static ReadOptions from_options();
 };
 
 /// Which path a read took.
