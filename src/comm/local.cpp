@@ -218,38 +218,36 @@ std::unique_ptr<Future> LocalCommunicator::send(std::unique_ptr<Buffer> buffer, 
     buffer->stream().synchronize();
   }
   auto req = std::make_shared<detail::LocalRequest>(true, rank_, dst, tag, buffer.get(), hub_);
-  std::shared_ptr<detail::LocalRequest> match;
-  {
-    std::lock_guard lock(hub_->mutex);
-    match = detail::take(hub_->posted[static_cast<std::size_t>(dst)], rank_, tag, false);
-    if (match) {
-      // Claimed under the lock, so that neither side reports the peer gone meanwhile.
-      req->state.store(detail::LocalRequest::matched);
-      match->state.store(detail::LocalRequest::matched);
-    } else {
-      hub_->pending[static_cast<std::size_t>(dst)].push_back(req);
-    }
-  }
-  if (match) detail::transfer(*req, *match);
-  return std::make_unique<Future>(std::move(req), std::move(buffer));
+  return post(std::move(req), std::move(buffer));
 }
 
 std::unique_ptr<Future> LocalCommunicator::recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) {
   check_rank(src, "recv");
   check_buffer(buffer.get(), "recv");
   auto req = std::make_shared<detail::LocalRequest>(false, rank_, src, tag, buffer.get(), hub_);
+  return post(std::move(req), std::move(buffer));
+}
+
+std::unique_ptr<Future> LocalCommunicator::post(std::shared_ptr<detail::LocalRequest> req,
+                                                std::unique_ptr<Buffer> buffer) {
+  // A send looks for a posted receive of its destination, a receive for a pending send to
+  // this rank; unmatched, each waits in its own queue of the receiving rank.
+  const auto receiver = static_cast<std::size_t>(req->is_send ? req->peer : rank_);
+  auto& matches = req->is_send ? hub_->posted[receiver] : hub_->pending[receiver];
+  auto& queue = req->is_send ? hub_->pending[receiver] : hub_->posted[receiver];
   std::shared_ptr<detail::LocalRequest> match;
   {
     std::lock_guard lock(hub_->mutex);
-    match = detail::take(hub_->pending[static_cast<std::size_t>(rank_)], src, tag, true);
+    match = detail::take(matches, req->is_send ? rank_ : req->peer, req->tag, !req->is_send);
     if (match) {
+      // Claimed under the lock, so that neither side reports the peer gone meanwhile.
       req->state.store(detail::LocalRequest::matched);
       match->state.store(detail::LocalRequest::matched);
     } else {
-      hub_->posted[static_cast<std::size_t>(rank_)].push_back(req);
+      queue.push_back(req);
     }
   }
-  if (match) detail::transfer(*match, *req);
+  if (match) req->is_send ? detail::transfer(*req, *match) : detail::transfer(*match, *req);
   return std::make_unique<Future>(std::move(req), std::move(buffer));
 }
 

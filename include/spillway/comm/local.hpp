@@ -13,7 +13,8 @@ namespace spillway {
 
 namespace detail {
 struct LocalHub;
-}
+class LocalRequest;
+}  // namespace detail
 
 class LocalCommunicator final : public Communicator {
  public:
@@ -38,6 +39,10 @@ class LocalCommunicator final : public Communicator {
   LocalCommunicator(std::shared_ptr<detail::LocalHub> hub, Rank rank);
 
  private:
+  /// Matches `req` with the other side or queues it.
+  std::unique_ptr<Future> post(std::shared_ptr<detail::LocalRequest> req,
+                               std::unique_ptr<Buffer> buffer);
+
   std::shared_ptr<detail::LocalHub> hub_;
   Rank rank_;
 };
