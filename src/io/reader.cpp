@@ -89,4 +89,12 @@ ReadPath read_file(const std::string& path, void* dst, std::size_t bytes, std::u
   return ReadPath::direct;
 }
 
+std::future<ReadPath> read_file_async(std::string path, void* dst, std::size_t bytes,
+                                      std::uint64_t offset, ThreadPool& pool, ReadOptions options) {
+  // The task takes part in its own parallel_for, so it never waits on a busy pool.
+  return pool.submit([path = std::move(path), dst, bytes, offset, &pool, options] {
+    return read_file(path, dst, bytes, offset, &pool, options);
+  });
+}
+
 }  // namespace spillway::io

@@ -84,6 +84,24 @@ TEST(Reader, ShortAndMissingFilesAreErrorsNamingTheFile) {
   EXPECT_THROW(io::read_file(path, dst.data(), 8192, 0, nullptr, {1000, true}), logic_error);
 }
 
+TEST(Reader, AsyncReadsCompleteOrCarryTheirError) {
+  test::TempDir dir;
+  const std::string path = make_file(dir, 3 * MiB + 17);
+  io::ThreadPool pool(2);
+  std::vector<std::byte> a(3 * MiB + 17);
+  std::vector<std::byte> b(1 * MiB);
+  auto fa = io::read_file_async(path, a.data(), a.size(), 0, pool, {256 * KiB, false});
+  auto fb = io::read_file_async(path, b.data(), b.size(), 4096, pool, {256 * KiB, true});
+  auto bad = io::read_file_async(path, b.data(), b.size(), 3 * MiB, pool);  // past the end
+  EXPECT_EQ(fa.get(), io::ReadPath::buffered);
+  fb.get();
+  EXPECT_THROW(bad.get(), io_error);
+  std::vector<std::byte> expected(a.size());
+  test::fill_pattern(expected.data(), expected.size(), 3);
+  EXPECT_EQ(std::memcmp(a.data(), expected.data(), a.size()), 0);
+  EXPECT_EQ(std::memcmp(b.data(), expected.data() + 4096, b.size()), 0);
+}
+
 TEST(PageCache, ResidencyAndDropping) {
   test::TempDir dir;
   const std::string path = make_file(dir, 8 * MiB);

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <future>
 #include <string>
 
 namespace spillway::io {
@@ -30,5 +31,12 @@ enum class ReadPath { buffered, direct };
 /// naming file, offset and size
 ReadPath read_file(const std::string& path, void* dst, std::size_t bytes, std::uint64_t offset,
                    ThreadPool* pool, const ReadOptions& options = {});
+
+/// read_file in the background on `pool` (its task and the read's pieces all run there): the
+/// future gives the path taken, or rethrows the read's io_error. `dst` must stay valid until
+/// the future is ready.
+std::future<ReadPath> read_file_async(std::string path, void* dst, std::size_t bytes,
+                                      std::uint64_t offset, ThreadPool& pool,
+                                      ReadOptions options = {});
 
 }  // namespace spillway::io
