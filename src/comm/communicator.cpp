@@ -69,6 +69,12 @@ void Communicator::wait(Future& future) {
   }
 }
 
+ProgressThread& Communicator::progress_thread() {
+  std::lock_guard lock(progress_mutex_);
+  if (!progress_) progress_ = std::make_unique<ProgressThread>(logger_);
+  return *progress_;
+}
+
 std::unique_ptr<Buffer> Communicator::release(std::unique_ptr<Future> future) {
   SPILLWAY_EXPECTS(future != nullptr && test(*future),
                    "release: the transfer has not completed (test() or wait() first)");

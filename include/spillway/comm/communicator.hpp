@@ -6,6 +6,7 @@
 /// threads of one process), MpiCommunicator (mpi.hpp, one rank per process).
 
 #include <spillway/comm/logger.hpp>
+#include <spillway/comm/progress_thread.hpp>
 #include <spillway/comm/tag.hpp>
 #include <spillway/memory/buffer.hpp>
 
@@ -13,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -114,6 +116,9 @@ class Communicator {
   [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
   void set_timeout(std::chrono::milliseconds t) noexcept { timeout_ = t; }
   [[nodiscard]] const Logger& logger() const noexcept { return logger_; }
+  /// The communicator's progress thread (started on first use), where operations such as the
+  /// Shuffler register their progress functions.
+  ProgressThread& progress_thread();
 
  protected:
   Communicator(Rank rank, int nranks);
@@ -125,6 +130,8 @@ class Communicator {
  private:
   Logger logger_;
   std::chrono::milliseconds timeout_;
+  std::mutex progress_mutex_;
+  std::unique_ptr<ProgressThread> progress_;  // last: stopped before the rest goes
 };
 
 }  // namespace spillway

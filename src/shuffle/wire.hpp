@@ -1,0 +1,31 @@
+#pragma once
+// The shuffle's small messages (internal), little-endian, checked when read (they come from
+// another process):
+//   chunk:  u32 "SPCH" | u32 partition | u64 payload bytes | u32 metadata bytes | metadata
+//   finish: u32 "SPFN" | u32 count | count x (u32 partition, u64 chunks sent)
+
+#include <spillway/shuffle/partition_owner.hpp>
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace spillway::detail {
+
+struct ChunkHeader {
+  PartID pid{0};
+  std::uint64_t payload_bytes{0};
+  std::vector<std::uint8_t> metadata;
+};
+
+std::vector<std::uint8_t> encode_chunk(const ChunkHeader& h);
+/// @throws spillway::corrupt_data_error naming what is wrong
+ChunkHeader decode_chunk(std::span<const std::uint8_t> bytes, PartID total_partitions);
+
+using FinishCounts = std::vector<std::pair<PartID, std::uint64_t>>;
+std::vector<std::uint8_t> encode_finish(const FinishCounts& counts);
+/// @throws spillway::corrupt_data_error naming what is wrong
+FinishCounts decode_finish(std::span<const std::uint8_t> bytes, PartID total_partitions);
+
+}  // namespace spillway::detail

@@ -1,0 +1,190 @@
+// The shuffle on the local communicator (1-4 ranks as threads, host memory): every row reaches
+// the owner of its partition, none is lost, duplicated or changed (order-independent checksums
+// summed over ranks), with streaming inserts, forced spilling, skew, empty partitions and two
+// shuffles at once; clear errors for misuse and for a peer that never finishes.
+#include <spillway/comm/local.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/shuffle/shuffler.hpp>
+#include <spillway/table/checksum.hpp>
+#include <spillway/table/generator.hpp>
+#include <spillway/table/pack.hpp>
+#include <spillway/table/partition.hpp>
+
+#include "common.hpp"
+
+#include <mutex>
+#include <thread>
+
+using namespace spillway;
+
+namespace {
+
+struct Setup {
+  int nranks;
+  double spill_injection{0};
+  double skew{0};
+  OpID shuffles{1};  // concurrent shuffles per rank
+};
+
+const std::vector<std::size_t> keys{0};
+
+/// Partitions, shuffles and checks one rank's part; adds its input and output checksums.
+void shuffle_rank(Communicator& comm, BufferResource& br, const Setup& setup, OpID op,
+                  TableChecksum& in_sum, TableChecksum& out_sum, std::mutex& m) {
+  const PartID total = static_cast<PartID>(3 * comm.nranks() + 1);  // one rank owns one more
+  RandomTableOptions o;
+  o.rows = 3000 + 1000 * static_cast<std::size_t>(comm.rank());
+  o.types = {TypeId::INT32, TypeId::STRING, TypeId::FLOAT64, TypeId::INT64};
+  o.null_fraction = 0.1;
+  o.skew = setup.skew;
+  o.key_cardinality = 200;
+  o.seed = 1000 * op + static_cast<std::uint64_t>(comm.rank());
+  const Table table = random_table(o, br);
+  auto packed = partition_and_pack(table.view(), keys, total, br, 7);
+
+  Shuffler shuffler(comm, op, total, br);
+  // Streaming: even partitions first, then odd ones, in two inserts.
+  for (int parity = 0; parity < 2; ++parity) {
+    std::unordered_map<PartID, PackedData> batch;
+    for (PartID pid = 0; pid < total; ++pid) {
+      if (static_cast<int>(pid % 2) == parity) batch.emplace(pid, std::move(packed[pid]));
+    }
+    shuffler.insert(std::move(batch));
+  }
+  shuffler.insert_finished();
+
+  TableChecksum mine_out;
+  for (std::size_t i = 0; i < shuffler.local_partitions().size(); ++i) {
+    const PartID pid = shuffler.wait_any(std::chrono::seconds(20));
+    auto chunks = shuffler.extract(pid);
+    EXPECT_EQ(chunks.size(), static_cast<std::size_t>(comm.nranks())) << "partition " << pid;
+    for (auto& c : chunks) {
+      if (c.payload->mem_type() == MemoryType::DISK) {
+        c.payload = br.move(std::move(c.payload), MemoryType::HOST);
+      }
+      const UnpackedTable t = unpack(std::move(c));
+      TableView key_view{{t.view().columns[0]}, {""}};
+      for (std::size_t r = 0; r < t.view().num_rows(); ++r) {
+        ASSERT_EQ(hash_row(key_view, r, 7) % total, pid) << "a row in the wrong partition";
+      }
+      mine_out += checksum(t.view(), 1);
+    }
+  }
+  EXPECT_TRUE(shuffler.finished());
+  EXPECT_THROW((void)shuffler.wait_any(std::chrono::milliseconds(1)), logic_error);
+  std::lock_guard lock(m);
+  in_sum += checksum(table.view(), 1);
+  out_sum += mine_out;
+}
+
+void run(const Setup& setup) {
+  test::TempDir dir;
+  auto comms = LocalCommunicator::create(setup.nranks);
+  TableChecksum in_sum;
+  TableChecksum out_sum;
+  std::mutex m;
+  std::vector<std::thread> threads;
+  for (Rank r = 0; r < setup.nranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto cfg = test::host_config(dir.path());
+        cfg.spill_injection = setup.spill_injection;
+        BufferResource br(cfg);
+        Communicator& comm = *comms[static_cast<std::size_t>(r)];
+        std::vector<std::thread> ops;
+        for (OpID op = 1; op <= setup.shuffles; ++op) {
+          ops.emplace_back([&, op] {
+            try {
+              shuffle_rank(comm, br, setup, op, in_sum, out_sum, m);
+            } catch (const std::exception& e) {
+              ADD_FAILURE() << "rank " << r << " op " << op << ": " << e.what();
+            }
+          });
+        }
+        for (auto& t : ops) t.join();
+        comm.barrier();
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+        comms[static_cast<std::size_t>(r)].reset();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_GT(in_sum.rows, 0U);
+  EXPECT_EQ(in_sum, out_sum) << "rows in " << in_sum.rows << ", out " << out_sum.rows;
+}
+
+}  // namespace
+
+class ShuffleRanks : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShuffleRanks, EveryRowArrivesOnceAtItsOwner) {
+  run({GetParam()});
+}
+
+TEST_P(ShuffleRanks, WithSpillingForcedEverywhere) {
+  run({GetParam(), 0.5});
+}
+
+TEST_P(ShuffleRanks, AllRowsInOnePartition) {
+  run({GetParam(), 0, 1.0});
+}
+
+TEST_P(ShuffleRanks, TwoShufflesAtOnce) {
+  run({GetParam(), 0, 0, 2});
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ShuffleRanks, ::testing::Values(1, 2, 3, 4),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + "ranks";
+                         });
+
+TEST(Shuffler, MisuseIsAClearError) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  auto comms = LocalCommunicator::create(1);
+  Shuffler s(*comms[0], 1, 4, br);
+  std::unordered_map<PartID, PackedData> bad;
+  bad.emplace(9, PackedData{});
+  EXPECT_THROW(s.insert(std::move(bad)), logic_error);
+  EXPECT_THROW(s.extract(2), logic_error);  // not complete: inserts are not finished
+  s.insert_finished();
+  EXPECT_THROW(s.insert({}), logic_error);
+  EXPECT_THROW(s.insert_finished(), logic_error);
+  EXPECT_EQ(s.local_partitions().size(), 4U);
+  for (int i = 0; i < 4; ++i) {
+    const PartID pid = s.wait_any(std::chrono::seconds(5));
+    EXPECT_TRUE(s.extract(pid).empty());
+  }
+  EXPECT_THROW(s.extract(0), logic_error);  // twice
+  EXPECT_THROW(Shuffler(*comms[0], 2, 0, br), logic_error);
+}
+
+TEST(Shuffler, APeerThatNeverFinishesTimesOut) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  auto comms = LocalCommunicator::create(2);
+  comms[0]->set_timeout(std::chrono::milliseconds(500));  // the destructor waits this long
+  Shuffler s(*comms[0], 1, 2, br);                        // rank 1 never joins
+  s.insert_finished();
+  try {
+    (void)s.wait_any(std::chrono::milliseconds(300));
+    ADD_FAILURE() << "no timeout";
+  } catch (const comm_error& e) {
+    EXPECT_NE(std::string(e.what()).find("1 of 2 ranks finished"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Shuffler, CorruptMessagesAreRejected) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  auto comms = LocalCommunicator::create(2);
+  Shuffler s(*comms[0], 1, 2, br);
+  comms[1]->send_message({1, 2, 3}, 0, Tag{1, 0});  // a truncated chunk header
+  try {
+    (void)s.wait_any(std::chrono::seconds(10));
+    ADD_FAILURE() << "accepted";
+  } catch (const corrupt_data_error& e) {
+    EXPECT_NE(std::string(e.what()).find("corrupt shuffle chunk"), std::string::npos) << e.what();
+  }
+}
