@@ -295,7 +295,11 @@ class MpiCommunicator final : public Communicator {
   ~MpiCommunicator() override {
     // Small messages still on their way: give them the timeout, then let go.
     const auto deadline = std::chrono::steady_clock::now() + timeout();
-    while (!outgoing_.empty() && std::chrono::steady_clock::now() < deadline) {
+    auto pending = [&] {
+      std::lock_guard out(outgoing_mutex_);
+      return !outgoing_.empty();
+    };
+    while (pending() && std::chrono::steady_clock::now() < deadline) {
       reap();
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
@@ -330,6 +334,7 @@ class MpiCommunicator final : public Communicator {
     SPILLWAY_EXPECTS(data.size() <= static_cast<std::size_t>(INT_MAX),
                      "send_message: messages are limited to 2 GiB; send a Buffer instead");
     reap();
+    std::lock_guard out(outgoing_mutex_);  // several threads send messages
     auto g = st_->lock();
     outgoing_.emplace_back(std::move(data), MPI_REQUEST_NULL);
     auto& [bytes, req] = outgoing_.back();
@@ -386,6 +391,7 @@ class MpiCommunicator final : public Communicator {
  private:
   /// Frees the small messages that have been sent.
   void reap() {
+    std::lock_guard out(outgoing_mutex_);
     auto g = st_->lock();
     for (auto it = outgoing_.begin(); it != outgoing_.end();) {
       int flag = 0;
@@ -395,6 +401,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   std::shared_ptr<MpiState> st_;
+  std::mutex outgoing_mutex_;
   std::list<std::pair<std::vector<std::uint8_t>, MPI_Request>> outgoing_;
 };
 

@@ -11,6 +11,7 @@
 #include <spillway/table/partition.hpp>
 
 #include "common.hpp"
+#include "shuffle/shuffle_common.hpp"
 
 #include <mutex>
 #include <thread>
@@ -25,57 +26,6 @@ struct Setup {
   double skew{0};
   OpID shuffles{1};  // concurrent shuffles per rank
 };
-
-const std::vector<std::size_t> keys{0};
-
-/// Partitions, shuffles and checks one rank's part; adds its input and output checksums.
-void shuffle_rank(Communicator& comm, BufferResource& br, const Setup& setup, OpID op,
-                  TableChecksum& in_sum, TableChecksum& out_sum, std::mutex& m) {
-  const PartID total = static_cast<PartID>(3 * comm.nranks() + 1);  // one rank owns one more
-  RandomTableOptions o;
-  o.rows = 3000 + 1000 * static_cast<std::size_t>(comm.rank());
-  o.types = {TypeId::INT32, TypeId::STRING, TypeId::FLOAT64, TypeId::INT64};
-  o.null_fraction = 0.1;
-  o.skew = setup.skew;
-  o.key_cardinality = 200;
-  o.seed = 1000 * op + static_cast<std::uint64_t>(comm.rank());
-  const Table table = random_table(o, br);
-  auto packed = partition_and_pack(table.view(), keys, total, br, 7);
-
-  Shuffler shuffler(comm, op, total, br);
-  // Streaming: even partitions first, then odd ones, in two inserts.
-  for (int parity = 0; parity < 2; ++parity) {
-    std::unordered_map<PartID, PackedData> batch;
-    for (PartID pid = 0; pid < total; ++pid) {
-      if (static_cast<int>(pid % 2) == parity) batch.emplace(pid, std::move(packed[pid]));
-    }
-    shuffler.insert(std::move(batch));
-  }
-  shuffler.insert_finished();
-
-  TableChecksum mine_out;
-  for (std::size_t i = 0; i < shuffler.local_partitions().size(); ++i) {
-    const PartID pid = shuffler.wait_any(std::chrono::seconds(20));
-    auto chunks = shuffler.extract(pid);
-    EXPECT_EQ(chunks.size(), static_cast<std::size_t>(comm.nranks())) << "partition " << pid;
-    for (auto& c : chunks) {
-      if (c.payload->mem_type() == MemoryType::DISK) {
-        c.payload = br.move(std::move(c.payload), MemoryType::HOST);
-      }
-      const UnpackedTable t = unpack(std::move(c));
-      TableView key_view{{t.view().columns[0]}, {""}};
-      for (std::size_t r = 0; r < t.view().num_rows(); ++r) {
-        ASSERT_EQ(hash_row(key_view, r, 7) % total, pid) << "a row in the wrong partition";
-      }
-      mine_out += checksum(t.view(), 1);
-    }
-  }
-  EXPECT_TRUE(shuffler.finished());
-  EXPECT_THROW((void)shuffler.wait_any(std::chrono::milliseconds(1)), logic_error);
-  std::lock_guard lock(m);
-  in_sum += checksum(table.view(), 1);
-  out_sum += mine_out;
-}
 
 void run(const Setup& setup) {
   test::TempDir dir;
@@ -95,7 +45,10 @@ void run(const Setup& setup) {
         for (OpID op = 1; op <= setup.shuffles; ++op) {
           ops.emplace_back([&, op] {
             try {
-              shuffle_rank(comm, br, setup, op, in_sum, out_sum, m);
+              const auto [in, out] = test::shuffle_rank(comm, br, setup.skew, op);
+              std::lock_guard lock(m);
+              in_sum += in;
+              out_sum += out;
             } catch (const std::exception& e) {
               ADD_FAILURE() << "rank " << r << " op " << op << ": " << e.what();
             }

@@ -1,0 +1,72 @@
+#pragma once
+// One rank's part of a shuffle test, shared by the local and the MPI shuffle tests.
+
+#include <spillway/comm/communicator.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/shuffle/shuffler.hpp>
+#include <spillway/table/checksum.hpp>
+#include <spillway/table/generator.hpp>
+#include <spillway/table/hashing.hpp>
+#include <spillway/table/pack.hpp>
+#include <spillway/table/partition.hpp>
+
+#include <gtest/gtest.h>
+
+#include <utility>
+#include <vector>
+
+namespace spillway::test {
+
+/// Partitions a random table, shuffles it and checks every partition this rank receives;
+/// returns the checksums of its input and of its output (their sums over all ranks must agree).
+inline std::pair<TableChecksum, TableChecksum> shuffle_rank(Communicator& comm, BufferResource& br,
+                                                            double skew, OpID op) {
+  const PartID total = static_cast<PartID>(3 * comm.nranks() + 1);  // one rank owns one more
+  RandomTableOptions o;
+  o.rows = 3000 + 1000 * static_cast<std::size_t>(comm.rank());
+  o.types = {TypeId::INT32, TypeId::STRING, TypeId::FLOAT64, TypeId::INT64};
+  o.null_fraction = 0.1;
+  o.skew = skew;
+  o.key_cardinality = 200;
+  o.seed = 1000 * op + static_cast<std::uint64_t>(comm.rank());
+  const Table table = random_table(o, br);
+  auto packed = partition_and_pack(table.view(), std::vector<std::size_t>{0}, total, br, 7);
+
+  Shuffler shuffler(comm, op, total, br);
+  // Streaming: even partitions first, then odd ones, in two inserts.
+  for (int parity = 0; parity < 2; ++parity) {
+    std::unordered_map<PartID, PackedData> batch;
+    for (PartID pid = 0; pid < total; ++pid) {
+      if (static_cast<int>(pid % 2) == parity) batch.emplace(pid, std::move(packed[pid]));
+    }
+    shuffler.insert(std::move(batch));
+  }
+  shuffler.insert_finished();
+
+  TableChecksum mine_out;
+  for (std::size_t i = 0; i < shuffler.local_partitions().size(); ++i) {
+    const PartID pid = shuffler.wait_any(std::chrono::seconds(20));
+    auto chunks = shuffler.extract(pid);
+    EXPECT_EQ(chunks.size(), static_cast<std::size_t>(comm.nranks())) << "partition " << pid;
+    for (auto& c : chunks) {
+      if (c.payload->mem_type() == MemoryType::DISK) {
+        c.payload = br.move(std::move(c.payload), MemoryType::HOST);
+      }
+      const UnpackedTable t = unpack(std::move(c));
+      TableView key_view{{t.view().columns[0]}, {""}};
+      for (std::size_t r = 0; r < t.view().num_rows(); ++r) {
+        if (hash_row(key_view, r, 7) % total != pid) {
+          ADD_FAILURE() << "row " << r << " of a chunk of partition " << pid
+                        << " belongs to another partition";
+          break;
+        }
+      }
+      mine_out += checksum(t.view(), 1);
+    }
+  }
+  EXPECT_TRUE(shuffler.finished());
+  EXPECT_THROW((void)shuffler.wait_any(std::chrono::milliseconds(1)), logic_error);
+  return {checksum(table.view(), 1), mine_out};
+}
+
+}  // namespace spillway::test

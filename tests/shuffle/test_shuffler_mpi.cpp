@@ -1,0 +1,64 @@
+// The shuffle over the MPI communicator (ctest runs it under mpirun -np 2, 3 and 4): the
+// checksums of all ranks' inputs and outputs, summed over the ranks, agree.
+#include <spillway/comm/mpi.hpp>
+#include <spillway/core/cuda.hpp>
+
+#include "common.hpp"
+#include "shuffle/shuffle_common.hpp"
+
+#include <mpi.h>
+
+#include <array>
+
+using namespace spillway;
+
+namespace {
+
+Communicator* comm_ = nullptr;
+BufferResource* br_ = nullptr;
+
+TableChecksum sum_over_ranks(TableChecksum c) {
+  std::array<std::uint64_t, 2> v{c.rows, c.sum};
+  MPI_Allreduce(MPI_IN_PLACE, v.data(), 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return {v[0], v[1]};
+}
+
+void check(double skew, OpID op) {
+  const auto [in, out] = test::shuffle_rank(*comm_, *br_, skew, op);
+  const TableChecksum all_in = sum_over_ranks(in);
+  const TableChecksum all_out = sum_over_ranks(out);
+  EXPECT_GT(all_in.rows, 0U);
+  EXPECT_EQ(all_in, all_out) << "rows in " << all_in.rows << ", out " << all_out.rows;
+  comm_->barrier();
+}
+
+}  // namespace
+
+TEST(MpiShuffle, EveryRowArrivesOnceAtItsOwner) {
+  check(0, 1);
+}
+
+TEST(MpiShuffle, AllRowsInOnePartition) {
+  check(1.0, 2);
+}
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  mpi::init(&argc, &argv);
+  int failed = 0;
+  {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (const int gpus = cuda::device_count(); gpus > 0) cuda::set_device(rank % gpus);
+    test::TempDir dir;
+    BufferResource br(test::small_config(dir.path()));
+    auto comm = make_mpi_communicator(br);
+    comm->set_timeout(std::chrono::seconds(60));
+    comm_ = comm.get();
+    br_ = &br;
+    int local = RUN_ALL_TESTS();
+    MPI_Allreduce(&local, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  }
+  mpi::finalize();
+  return failed;
+}
