@@ -12,7 +12,7 @@ export NCCL_NVLS_ENABLE=0
 export SPILLWAY_BENCH_SPILL_DIR=${SPILLWAY_BENCH_SPILL_DIR:-/tmp}
 only=${1:-all}   # all | tests | bench | comm
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-MPIRUN="mpirun --oversubscribe --bind-to none"
+MPIRUN="timeout 300 mpirun --oversubscribe --bind-to none"  # a hang costs 5 min, not the budget
 
 {
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
@@ -25,8 +25,8 @@ summary=()
 if [ "$only" = all ] || [ "$only" = tests ]; then
   for t in "$B"/tests/test_*; do
     name=$(basename "$t")
-    [[ -f "$t" && -x "$t" && "$name" != *.* && "$name" != test_comm_mpi ]] || continue
-    "$t" > "$OUT/$name.log" 2>&1
+    [[ -f "$t" && -x "$t" && "$name" != *.* && "$name" != *_mpi ]] || continue
+    timeout 300 "$t" > "$OUT/$name.log" 2>&1
     rc=$?
     passed=$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/$name.log" | tail -1)
     skipped=$(grep -oP '\[  SKIPPED \] \K[0-9]+(?= test)' "$OUT/$name.log" | tail -1)
@@ -49,20 +49,22 @@ if [ "$only" = all ] || [ "$only" = bench ]; then
 fi
 
 if [ "$only" = all ] || [ "$only" = comm ]; then
-  # The MPI conformance suite with device buffers, then spillway-bench-comm against NCCL
-  # (device memory) and MPI_Alltoallv (host memory), 2 ranks, 64 KiB to 256 MiB messages.
-  $MPIRUN -np 2 "$B"/tests/test_comm_mpi > "$OUT/test_comm_mpi_np2.log" 2>&1
-  rc=$?
-  summary+=("$(printf '%-40s rc=%d passed=%s' "test_comm_mpi (mpirun -np 2)" "$rc" \
-    "$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/test_comm_mpi_np2.log" | head -1)")")
-  [ "$rc" -eq 0 ] || { fail=1; tail -30 "$OUT/test_comm_mpi_np2.log"; }
+  # The MPI suites (device buffers where the GPU tier is live), then spillway-bench-comm against
+  # NCCL (device memory) and MPI_Alltoallv (host memory), 2 ranks, 64 KiB to 256 MiB messages.
+  for t in test_comm_mpi test_shuffle_mpi; do
+    $MPIRUN -np 2 "$B/tests/$t" > "$OUT/${t}_np2.log" 2>&1
+    rc=$?
+    summary+=("$(printf '%-40s rc=%d passed=%s' "$t (mpirun -np 2)" "$rc" \
+      "$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/${t}_np2.log" | head -1)")")
+    [ "$rc" -eq 0 ] || { fail=1; tail -30 "$OUT/${t}_np2.log"; }
+  done
   for size in 64KiB 1MiB 16MiB 256MiB; do
     for how in "local device" "mpi device" "mpi host"; do
       set -- $how
       log="$OUT/bench_comm_$1_$2.log"
       echo "== -C $1 -t $2 -s $size" >> "$log"
       if [ "$1" = local ]; then
-        "$B"/tools/spillway-bench-comm -C local --ranks 2 -t "$2" -s "$size" -r 10 -w 3 >> "$log" 2>&1
+        timeout 120 "$B"/tools/spillway-bench-comm -C local --ranks 2 -t "$2" -s "$size" -r 10 -w 3 >> "$log" 2>&1
       else
         $MPIRUN -np 2 "$B"/tools/spillway-bench-comm -C mpi -t "$2" -s "$size" -r 10 -w 3 >> "$log" 2>&1
       fi || { fail=1; tail -20 "$log"; }
