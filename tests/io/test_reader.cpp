@@ -92,7 +92,8 @@ TEST(Reader, AsyncReadsCompleteOrCarryTheirError) {
   std::vector<std::byte> b(1 * MiB);
   auto fa = io::read_file_async(path, a.data(), a.size(), 0, pool, {256 * KiB, false});
   auto fb = io::read_file_async(path, b.data(), b.size(), 4096, pool, {256 * KiB, true});
-  auto bad = io::read_file_async(path, b.data(), b.size(), 3 * MiB, pool);  // past the end
+  std::vector<std::byte> c(1 * MiB);
+  auto bad = io::read_file_async(path, c.data(), c.size(), 3 * MiB, pool);  // past the end
   EXPECT_EQ(fa.get(), io::ReadPath::buffered);
   fb.get();
   EXPECT_THROW(bad.get(), io_error);
