@@ -98,6 +98,7 @@ class MpiRequest final : public detail::Request {
     if (!staged_) {
       auto g = st_->lock();
       reqs_.resize(total_, MPI_REQUEST_NULL);
+      status_.resize(total_);
       for (std::size_t i = 0; i < total_; ++i)
         post(i, buf_.size() > 0 ? buf_.data() + i * piece : nullptr, reqs_[i]);
       return;
@@ -116,12 +117,11 @@ class MpiRequest final : public detail::Request {
     auto g = st_->lock();
     if (!staged_) {
       int flag = 0;
-      std::vector<MPI_Status> status(total_);
-      st_->check(MPI_Testall(static_cast<int>(total_), reqs_.data(), &flag, status.data()),
+      st_->check(MPI_Testall(static_cast<int>(total_), reqs_.data(), &flag, status_.data()),
                  "MPI_Testall (" + describe() + ")");
       if (flag == 0) return false;
       if (!is_send) {
-        for (std::size_t i = 0; i < total_; ++i) check_count(status[i], i);
+        for (std::size_t i = 0; i < total_; ++i) check_count(status_[i], i);
       }
       finished_ = total_;
       return true;
@@ -266,6 +266,7 @@ class MpiRequest final : public detail::Request {
   const std::size_t total_;
   const bool staged_;
   std::vector<MPI_Request> reqs_;
+  std::vector<MPI_Status> status_;  // for MPI_Testall, kept across tests
   std::unique_ptr<Buffer> bounce_;
   std::vector<Slot> slot_;
   std::size_t next_{0};

@@ -1,5 +1,7 @@
 #include "pack_format.hpp"
 
+#include "../core/byte_codec.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
 
@@ -12,51 +14,6 @@ namespace {
 [[noreturn]] void corrupt(const std::string& what) {
   throw corrupt_data_error("spillway: corrupt packed metadata: " + what);
 }
-
-class Writer {
- public:
-  template <typename T>
-  void put(T v) {
-    const auto at = out_.size();
-    out_.resize(at + sizeof(T));
-    std::memcpy(out_.data() + at, &v, sizeof(T));
-  }
-  void put_bytes(const std::string& s) { out_.insert(out_.end(), s.begin(), s.end()); }
-  std::vector<std::uint8_t> take() { return std::move(out_); }
-
- private:
-  std::vector<std::uint8_t> out_;
-};
-
-class Reader {
- public:
-  explicit Reader(std::span<const std::uint8_t> in) : in_{in} {}
-  template <typename T>
-  T get(const char* field) {
-    need(sizeof(T), field);
-    T v;
-    std::memcpy(&v, in_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return v;
-  }
-  std::string get_string(std::size_t n, const char* field) {
-    need(n, field);
-    std::string s(reinterpret_cast<const char*>(in_.data() + pos_), n);
-    pos_ += n;
-    return s;
-  }
-  [[nodiscard]] std::size_t remaining() const { return in_.size() - pos_; }
-
- private:
-  void need(std::size_t n, const char* field) const {
-    if (n > in_.size() - pos_) {
-      corrupt("truncated: " + std::string(field) + " needs " + std::to_string(n) +
-              " bytes at offset " + std::to_string(pos_) + " of " + std::to_string(in_.size()));
-    }
-  }
-  std::span<const std::uint8_t> in_;
-  std::size_t pos_{0};
-};
 
 constexpr std::size_t column_fixed_bytes = 1 + 1 + 2 + 4 + 6 * 8;
 
@@ -110,7 +67,7 @@ PackLayout make_layout(const TableView& schema, std::size_t rows,
 }
 
 std::vector<std::uint8_t> encode(const PackLayout& l) {
-  Writer w;
+  ByteWriter w;
   w.put(pack_magic);
   w.put(pack_version);
   w.put(std::uint16_t{0});
@@ -132,7 +89,7 @@ std::vector<std::uint8_t> encode(const PackLayout& l) {
 }
 
 PackLayout decode(std::span<const std::uint8_t> metadata, std::size_t payload_size) {
-  Reader r(metadata);
+  ByteReader r(metadata, "spillway: corrupt packed metadata: ");
   if (r.get<std::uint32_t>("magic") != pack_magic) corrupt("bad magic (not spillway data)");
   const auto version = r.get<std::uint16_t>("version");
   if (version != pack_version) {

@@ -1,9 +1,6 @@
 // The shuffle over the MPI communicator (ctest runs it under mpirun -np 2, 3 and 4): the
 // checksums of all ranks' inputs and outputs, summed over the ranks, agree.
-#include <spillway/comm/mpi.hpp>
-#include <spillway/core/cuda.hpp>
-
-#include "common.hpp"
+#include "mpi_test_main.hpp"
 #include "shuffle/shuffle_common.hpp"
 
 #include <mpi.h>
@@ -43,22 +40,8 @@ TEST(MpiShuffle, AllRowsInOnePartition) {
 }
 
 int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  mpi::init(&argc, &argv);
-  int failed = 0;
-  {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (const int gpus = cuda::device_count(); gpus > 0) cuda::set_device(rank % gpus);
-    test::TempDir dir;
-    BufferResource br(test::small_config(dir.path()));
-    auto comm = make_mpi_communicator(br);
-    comm->set_timeout(std::chrono::seconds(60));
-    comm_ = comm.get();
+  return test::run_mpi_tests(argc, argv, [](Communicator& comm, BufferResource& br) {
+    comm_ = &comm;
     br_ = &br;
-    int local = RUN_ALL_TESTS();
-    MPI_Allreduce(&local, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  }
-  mpi::finalize();
-  return failed;
+  });
 }
