@@ -7,6 +7,8 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
+
 #include <array>
 #include <climits>
 #include <exception>
@@ -39,6 +41,17 @@ void finalize() noexcept {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (initialized != 0 && finalized == 0) MPI_Finalize();
+}
+
+int world_rank() noexcept {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+void abort(int code) noexcept {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
 }
 
 }  // namespace mpi

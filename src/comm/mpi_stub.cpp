@@ -2,6 +2,8 @@
 #include <spillway/comm/mpi.hpp>
 #include <spillway/core/error.hpp>
 
+#include <cstdlib>
+
 namespace spillway {
 
 namespace mpi {
@@ -12,6 +14,12 @@ bool init(int* /*argc*/, char*** /*argv*/) {
   throw logic_error("spillway was built without MPI (install libopenmpi-dev and reconfigure)");
 }
 void finalize() noexcept {}
+int world_rank() noexcept {
+  return 0;
+}
+void abort(int code) noexcept {
+  std::exit(code);
+}
 }  // namespace mpi
 
 std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& /*br*/) {

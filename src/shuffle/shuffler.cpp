@@ -12,6 +12,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 namespace spillway {
@@ -89,6 +90,7 @@ struct Shuffler::Impl {
     PartID pid;
     std::vector<std::uint8_t> metadata;
     SpillableStore::Key key;
+    std::size_t bytes;
   };
   struct Incoming {
     std::vector<std::uint8_t> metadata;
@@ -110,12 +112,32 @@ struct Shuffler::Impl {
 
   // Used by the progress thread only.
   std::vector<std::unique_ptr<Future>> sends;
+  std::size_t send_bytes{0};  // payload bytes of `sends`
+  /// A send holds its buffer, unspillable, until the peer has taken it: at most this many
+  /// bytes are in flight (always at least one chunk), a quarter of the smallest limit of a
+  /// memory tier; the other chunks wait, spillable, in outgoing_store.
+  std::size_t send_budget{send_budget_of(br)};
   struct Receive {
     std::unique_ptr<Future> future;
     PartID pid;
     std::vector<std::uint8_t> metadata;
   };
   std::vector<Receive> receives;
+  /// Chunk headers whose payload could not be given memory yet (every tier full of data that
+  /// cannot spill, such as transfers in flight); retried, in arrival order, on every round.
+  struct Deferred {
+    Rank source;
+    detail::ChunkHeader header;
+  };
+  std::deque<Deferred> deferred;
+
+  static std::size_t send_budget_of(const BufferResource& b) {
+    std::size_t budget = unlimited_bytes;
+    for (MemoryType t : {MemoryType::DEVICE, MemoryType::PINNED_HOST, MemoryType::HOST}) {
+      if (b.is_live(t) && b.limit(t) != unlimited_bytes) budget = std::min(budget, b.limit(t) / 4);
+    }
+    return budget;
+  }
   ProgressThread::FunctionID function{0};
 };
 
@@ -125,6 +147,7 @@ void Shuffler::Impl::send_ready() {
     {
       std::lock_guard lock(mutex);
       if (outgoing.empty()) return;
+      if (!sends.empty() && send_bytes + outgoing.front().bytes > send_budget) return;
       o = std::move(outgoing.front());
       outgoing.pop_front();
     }
@@ -137,6 +160,7 @@ void Shuffler::Impl::send_ready() {
                       tag(stage_chunk));
     br.statistics().add_bytes("shuffle-payload-send", static_cast<double>(bytes));
     sends.push_back(comm.send(std::move(buf), o.dst, tag(stage_payload)));
+    send_bytes += bytes;
   }
 }
 
@@ -150,13 +174,26 @@ void Shuffler::Impl::post_receives() {
                                " sent a chunk of partition " + std::to_string(h.pid) +
                                ", which rank " + std::to_string(owner_of[h.pid]) + " owns");
     }
-    auto res = br.reserve_first_fit(order, h.payload_bytes);
-    auto buf = br.allocate(res, h.payload_bytes, br.stream());
+    deferred.push_back({msg->source, std::move(h)});
+  }
+  // In arrival order, so that each peer's payloads are received in the order it sent them.
+  while (!deferred.empty()) {
+    detail::ChunkHeader& h = deferred.front().header;
+    std::optional<MemoryReservation> res;
+    try {
+      res.emplace(br.reserve_first_fit(order, h.payload_bytes));
+    } catch (const out_of_memory&) {
+      if (sends.empty() && receives.empty()) throw;  // nothing in flight will free memory
+      return;
+    }
+    auto buf = br.allocate(*res, h.payload_bytes, br.stream());
     if (buf->mem_type() != MemoryType::DEVICE && br.is_live(MemoryType::DEVICE)) {
       br.statistics().add_bytes("recv-into-host-memory", static_cast<double>(h.payload_bytes));
     }
     receives.push_back(
-        {comm.recv(msg->source, tag(stage_payload), std::move(buf)), h.pid, std::move(h.metadata)});
+        {comm.recv(deferred.front().source, tag(stage_payload), std::move(buf)), h.pid,
+         std::move(h.metadata)});
+    deferred.pop_front();
   }
 }
 
@@ -178,7 +215,11 @@ void Shuffler::Impl::read_finishes() {
 }
 
 void Shuffler::Impl::complete_transfers() {
-  std::erase_if(sends, [&](const std::unique_ptr<Future>& f) { return comm.test(*f); });
+  std::erase_if(sends, [&](const std::unique_ptr<Future>& f) {
+    if (!comm.test(*f)) return false;
+    send_bytes -= f->request().bytes;
+    return true;
+  });
   for (auto it = receives.begin(); it != receives.end();) {
     if (!comm.test(*it->future)) {
       ++it;
@@ -198,6 +239,16 @@ void Shuffler::Impl::complete_transfers() {
 }
 
 ProgressThread::Progress Shuffler::Impl::progress() {
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Timed {  // event-loop-total: the time this shuffle's progress function runs
+    BufferResource& br;
+    std::chrono::steady_clock::time_point t0;
+    ~Timed() {
+      br.statistics().add_duration(
+          "event-loop-total",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  } timed{br, t0};
   try {
     send_ready();
     post_receives();
@@ -205,7 +256,7 @@ ProgressThread::Progress Shuffler::Impl::progress() {
     complete_transfers();
     std::lock_guard lock(mutex);
     if (!inserts_done || !outgoing.empty() || !sends.empty() || !receives.empty() ||
-        finishes != n) {
+        !deferred.empty() || finishes != n) {
       return ProgressThread::Progress::in_progress;
     }
     for (PartID pid : local) {
@@ -263,8 +314,9 @@ void Shuffler::insert(std::unordered_map<PartID, PackedData>&& chunks) {
       s.incoming[pid].push_back({std::move(data.metadata), key});
       ++s.received[pid];
     } else {
+      const std::size_t bytes = data.payload->size();
       const auto key = s.outgoing_store.insert(std::move(data.payload));
-      s.outgoing.push_back({dst, pid, std::move(data.metadata), key});
+      s.outgoing.push_back({dst, pid, std::move(data.metadata), key, bytes});
     }
   }
   chunks.clear();

@@ -80,6 +80,11 @@ std::vector<std::pair<std::string, MemoryRecord>> sorted(
 }
 }  // namespace
 
+void MemoryProfiler::clear() {
+  std::lock_guard lock(mutex_);
+  for (auto& d : done_) d.clear();
+}
+
 std::string MemoryProfiler::report(std::size_t tier, std::string_view tier_name) const {
   const auto rows = sorted(records(tier));
   std::string out = "Memory profiling (" + std::string(tier_name) + "):\n";

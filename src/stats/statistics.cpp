@@ -2,6 +2,7 @@
 
 #include <spillway/core/units.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 
@@ -57,8 +58,11 @@ std::map<std::string, Statistics::Stat, std::less<>> Statistics::snapshot() cons
 }
 
 void Statistics::clear() {
-  std::lock_guard lock(mutex_);
-  stats_.clear();
+  {
+    std::lock_guard lock(mutex_);
+    stats_.clear();
+  }
+  profiler_.clear();
 }
 
 namespace {
@@ -66,7 +70,7 @@ constexpr std::array<const char*, MemoryProfiler::num_tiers> tier_names{"device"
                                                                         "host", "disk"};
 }  // namespace
 
-std::string Statistics::report(std::string_view header) const {
+std::string Statistics::report(std::string_view header, bool memory_profile) const {
   std::string out(header);
   out += "\n";
   if (!enabled_) return out + " - statistics are disabled\n";
@@ -84,8 +88,11 @@ std::string Statistics::report(std::string_view header) const {
     }
     out += " (" + std::to_string(s.count) + (s.count == 1 ? " call)" : " calls)") + "\n";
   }
-  for (std::size_t t = 0; t < MemoryProfiler::num_tiers; ++t) {
-    if (!profiler_.records(t).empty()) out += profiler_.report(t, tier_names[t]);
+  for (std::size_t t = 0; memory_profile && t < MemoryProfiler::num_tiers; ++t) {
+    const auto records = profiler_.records(t);
+    const bool used = std::any_of(records.begin(), records.end(),
+                                  [](const auto& r) { return r.second.accum > 0; });
+    if (used) out += profiler_.report(t, tier_names[t]);
   }
   return out;
 }

@@ -32,4 +32,22 @@ void check_partition_args(const TableView& table, std::span<const std::size_t> k
   }
 }
 
+std::size_t check_concat_args(std::span<const TableView> tables) {
+  SPILLWAY_EXPECTS(!tables.empty(), "concat needs at least one table");
+  const TableView& first = tables.front();
+  std::size_t rows = 0;
+  for (const TableView& t : tables) {
+    SPILLWAY_EXPECTS(t.num_columns() == first.num_columns(),
+                     "concat: tables have different numbers of columns");
+    for (std::size_t c = 0; c < t.num_columns(); ++c) {
+      SPILLWAY_EXPECTS(t.columns[c].type == first.columns[c].type,
+                       "concat: column " + std::to_string(c) + " is " +
+                           std::string(to_string(t.columns[c].type)) + " in one table and " +
+                           std::string(to_string(first.columns[c].type)) + " in another");
+    }
+    rows += t.num_rows();
+  }
+  return rows;
+}
+
 }  // namespace spillway::detail

@@ -17,4 +17,8 @@ std::vector<std::size_t> split_bounds(std::size_t rows, std::span<const std::siz
 void check_partition_args(const TableView& table, std::span<const std::size_t> keys,
                           std::size_t num_partitions);
 
+/// The total row count of tables that concat() can join.
+/// @throws spillway::logic_error for no tables or schemas (column count, types) that differ
+std::size_t check_concat_args(std::span<const TableView> tables);
+
 }  // namespace spillway::detail

@@ -2,6 +2,9 @@
 
 #include <spillway/core/error.hpp>
 
+#include "cpu_threads.hpp"
+#include "random_values.hpp"
+
 #include <cstring>
 #include <random>
 
@@ -73,6 +76,25 @@ Table random_table(const RandomTableOptions& o, BufferResource& br) {
     names.push_back("c" + std::to_string(c));
   }
   return Table(std::move(columns), std::move(names));
+}
+
+Table random_int32_table(std::size_t rows, std::size_t columns, std::int32_t min,
+                         std::int32_t max, std::uint64_t seed, BufferResource& br) {
+  SPILLWAY_EXPECTS(min <= max, "random_int32_table: min " + std::to_string(min) +
+                                   " is above max " + std::to_string(max));
+  const std::uint64_t range = std::uint64_t(std::int64_t{max} - min + 1) & 0xFFFFFFFFULL;
+  std::vector<Column> cols;
+  std::vector<std::string> names;
+  for (std::size_t c = 0; c < columns; ++c) {
+    auto data = br.allocate(MemoryType::HOST, rows * sizeof(std::int32_t));
+    auto* v = reinterpret_cast<std::int32_t*>(data->data());
+    detail::parallel_ranges(rows, 0, [&](std::size_t, std::size_t a, std::size_t b) {
+      for (std::size_t i = a; i < b; ++i) v[i] = detail::random_int32(seed, c, i, min, range);
+    });
+    cols.emplace_back(TypeId::INT32, rows, std::move(data));
+    names.push_back("c" + std::to_string(c));
+  }
+  return Table(std::move(cols), std::move(names));
 }
 
 }  // namespace spillway

@@ -126,20 +126,8 @@ UnpackedTable unpack(PackedData packed) {
 }
 
 Table concat(std::span<const TableView> tables, BufferResource& br) {
-  SPILLWAY_EXPECTS(!tables.empty(), "concat needs at least one table");
+  const std::size_t rows = detail::check_concat_args(tables);
   const TableView& first = tables.front();
-  std::size_t rows = 0;
-  for (const TableView& t : tables) {
-    SPILLWAY_EXPECTS(t.num_columns() == first.num_columns(),
-                     "concat: tables have different numbers of columns");
-    for (std::size_t c = 0; c < t.num_columns(); ++c) {
-      SPILLWAY_EXPECTS(t.columns[c].type == first.columns[c].type,
-                       "concat: column " + std::to_string(c) + " is " +
-                           std::string(to_string(t.columns[c].type)) + " in one table and " +
-                           std::string(to_string(first.columns[c].type)) + " in another");
-    }
-    rows += t.num_rows();
-  }
   std::vector<Column> columns;
   for (std::size_t c = 0; c < first.num_columns(); ++c) {
     const TypeId type = first.columns[c].type;
@@ -190,8 +178,11 @@ Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br) {
   std::vector<UnpackedTable> parts;
   std::vector<TableView> views;
   for (auto& p : packed) {
-    SPILLWAY_EXPECTS(p.payload != nullptr && is_host_accessible(p.payload->mem_type()),
-                     "unpack_and_concat: every payload must be in host memory");
+    SPILLWAY_EXPECTS(p.payload != nullptr, "unpack_and_concat: a chunk without a payload");
+    if (!is_host_accessible(p.payload->mem_type())) {
+      p.payload = br.move(std::move(p.payload), MemoryType::HOST, br.stream());
+      br.stream().synchronize();
+    }
     parts.push_back(unpack(std::move(p)));
     views.push_back(parts.back().view());
   }

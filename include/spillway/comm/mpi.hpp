@@ -24,6 +24,11 @@ bool is_compiled() noexcept;
 bool init(int* argc, char*** argv);
 /// MPI_Finalize, if MPI is initialized and not yet finalized.
 void finalize() noexcept;
+/// This process's rank in MPI_COMM_WORLD (MPI must be initialized); 0 without MPI.
+int world_rank() noexcept;
+/// MPI_Abort(MPI_COMM_WORLD, code): ends every rank of the job (a rank that failed alone would
+/// leave the others waiting). Without MPI, std::exit(code).
+[[noreturn]] void abort(int code) noexcept;
 }  // namespace mpi
 
 /// A communicator over a duplicate of MPI_COMM_WORLD (MPI must be initialized). `br` provides

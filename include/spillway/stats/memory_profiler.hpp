@@ -57,6 +57,9 @@ class MemoryProfiler {
   void on_allocate(std::size_t tier, std::size_t bytes) noexcept;
   void on_deallocate(std::size_t tier, std::size_t bytes) noexcept;
 
+  /// Forgets the figures of closed scopes (open ones still report when they close).
+  void clear();
+
   /// Figures per scope key ("file:line(name)") for one tier.
   [[nodiscard]] std::map<std::string, MemoryRecord> records(std::size_t tier) const;
   /// The table: "ncalls peak g-peak accum max file:line(name)", sorted by peak (largest first).

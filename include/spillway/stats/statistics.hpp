@@ -42,10 +42,13 @@ class Statistics {
   /// The entry, or nullopt when nothing was recorded under `name`.
   [[nodiscard]] std::optional<Stat> get(std::string_view name) const;
   [[nodiscard]] std::map<std::string, Stat, std::less<>> snapshot() const;
+  /// Drops every entry and the memory profile's finished scopes.
   void clear();
 
-  /// The text report, one line per entry sorted by name, then the memory profile.
-  [[nodiscard]] std::string report(std::string_view header = "Statistics:") const;
+  /// The text report, one line per entry sorted by name, then the memory profile of each tier
+  /// that saw allocations (unless `memory_profile` is false).
+  [[nodiscard]] std::string report(std::string_view header = "Statistics:",
+                                   bool memory_profile = true) const;
   /// {"stats": {"name": {"count":..,"bytes":..,"seconds":..}}, "memory_profile": [...]}
   [[nodiscard]] std::string to_json() const;
 

@@ -11,6 +11,7 @@
 
 #include <spillway/core/stream.hpp>
 #include <spillway/memory/buffer_resource.hpp>
+#include <spillway/table/checksum.hpp>
 #include <spillway/table/hashing.hpp>
 #include <spillway/table/pack.hpp>
 #include <spillway/table/packed_data.hpp>
@@ -53,5 +54,22 @@ std::vector<PackedData> split_and_pack(const TableView& table, std::span<const s
 /// offsets in the payload on the GPU; the views point into device memory. Synchronizes
 /// `stream`. @throws spillway::corrupt_data_error naming the problem
 UnpackedTable unpack(PackedData packed, Stream stream);
+
+/// spillway::concat of tables in device memory: a new DEVICE table, the same bytes.
+/// @throws spillway::logic_error when the schemas differ
+Table concat(std::span<const TableView> tables, BufferResource& br, Stream stream);
+
+/// spillway::unpack_and_concat on the GPU: every payload is moved to DEVICE first (a chunk that
+/// was received into host memory or spilled comes up here, when it is needed), checked by
+/// gpu::unpack, then concatenated. Profiled as "unpack_and_concat".
+Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stream stream);
+
+/// spillway::checksum of a table in device memory (the same value). Synchronizes `stream`.
+TableChecksum checksum(const TableView& table, BufferResource& br, Stream stream);
+
+/// spillway::random_int32_table made on the GPU: a DEVICE table with the same bytes.
+/// @throws spillway::logic_error when min > max
+Table random_int32_table(std::size_t rows, std::size_t columns, std::int32_t min,
+                         std::int32_t max, std::uint64_t seed, BufferResource& br, Stream stream);
 
 }  // namespace spillway::gpu

@@ -20,6 +20,8 @@ class UnpackedTable {
       : packed_{std::move(packed)}, view_{std::move(view)} {}
   [[nodiscard]] const TableView& view() const noexcept { return view_; }
   [[nodiscard]] const PackedData& packed() const noexcept { return packed_; }
+  /// Hands the packed data back (the view is then dangling).
+  PackedData release() && { return std::move(packed_); }
 
  private:
   PackedData packed_;
@@ -46,7 +48,8 @@ UnpackedTable unpack(PackedData packed);
 /// @throws spillway::logic_error when the schemas differ.
 Table concat(std::span<const TableView> tables, BufferResource& br);
 
-/// unpack() each, then concat(); the schemas must agree.
+/// unpack() each, then concat(); the schemas must agree. A payload that is not in host memory
+/// (on DISK after a spill, or on the GPU) is moved to HOST first.
 Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br);
 
 }  // namespace spillway

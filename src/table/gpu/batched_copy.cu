@@ -71,8 +71,8 @@ struct RebaseBody {
   __host__ __device__ static std::size_t items(const RebaseRange& r) { return r.count; }
 
   __device__ void operator()(const RebaseRange& r, std::size_t a, std::size_t b) const {
-    const std::int32_t base = r.src[0];
-    for (std::size_t i = a + threadIdx.x; i < b; i += blockDim.x) r.dst[i] = r.src[i] - base;
+    const std::int32_t shift = r.base - r.src[0];
+    for (std::size_t i = a + threadIdx.x; i < b; i += blockDim.x) r.dst[i] = r.src[i] + shift;
   }
 };
 

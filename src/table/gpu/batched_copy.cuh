@@ -28,11 +28,13 @@ struct BitRange {
   std::size_t bits;
 };
 
-/// dst[i] = src[i] - src[0] for i < count (string offsets of a slice, rebased to 0).
+/// dst[i] = src[i] - src[0] + base for i < count (string offsets of a slice, rebased to
+/// `base`: 0 for a part of its own, the characters before it in a concatenation).
 struct RebaseRange {
   std::int32_t* dst;
   const std::int32_t* src;
   std::size_t count;
+  std::int32_t base{0};
 };
 
 void copy_ranges(std::span<const CopyRange> ranges, BufferResource& br, Stream stream);

@@ -32,4 +32,18 @@ UnpackedTable unpack(PackedData, Stream) {
   no_cuda("unpack");
 }
 
+Table concat(std::span<const TableView>, BufferResource&, Stream) {
+  no_cuda("concat");
+}
+Table unpack_and_concat(std::vector<PackedData>, BufferResource&, Stream) {
+  no_cuda("unpack_and_concat");
+}
+TableChecksum checksum(const TableView&, BufferResource&, Stream) {
+  no_cuda("checksum");
+}
+Table random_int32_table(std::size_t, std::size_t, std::int32_t, std::int32_t, std::uint64_t,
+                         BufferResource&, Stream) {
+  no_cuda("random_int32_table");
+}
+
 }  // namespace spillway::gpu

@@ -1,0 +1,79 @@
+// The table checksum on the GPU: every row's 64-bit value as on the CPU (checksum_hash.hpp),
+// summed per block and added into one counter (the sum is mod 2^64, so the order of the adds
+// does not matter).
+#include <spillway/table/gpu.hpp>
+
+#include "../../core/cuda_try.hpp"
+#include "../checksum_hash.hpp"
+#include "device_column.cuh"
+
+#include <cub/block/block_reduce.cuh>
+
+namespace spillway::gpu {
+
+namespace {
+
+using detail::DeviceColumn;
+
+constexpr unsigned block_threads = 256;
+
+__device__ std::uint32_t raw_row_hash(const DeviceColumn* cols, std::uint32_t ncols,
+                                      std::size_t row, std::uint32_t seed) {
+  std::uint32_t h = seed;
+  for (std::uint32_t k = 0; k < ncols; ++k) {
+    const DeviceColumn& c = cols[k];
+    const bool valid = detail::is_valid(c, row);
+    std::uint32_t e = 0;
+    if (c.type == TypeId::STRING) {
+      const std::int32_t a = c.offsets[row];
+      e = spillway::detail::raw_element_hash(valid, c.data + a,
+                                             static_cast<std::size_t>(c.offsets[row + 1] - a), seed);
+    } else {
+      e = spillway::detail::raw_element_hash(valid, c.data + row * c.width, c.width, seed);
+    }
+    h = hash_combine(h, e);
+  }
+  return h;
+}
+
+__global__ void checksum_kernel(const DeviceColumn* cols, std::uint32_t ncols, std::size_t rows,
+                                unsigned long long* sum) {
+  using Reduce = cub::BlockReduce<unsigned long long, block_threads>;
+  __shared__ typename Reduce::TempStorage temp;
+  unsigned long long s = 0;
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
+  for (std::size_t r = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; r < rows; r += stride) {
+    const std::uint64_t hi = raw_row_hash(cols, ncols, r, spillway::detail::checksum_seed_hi);
+    const std::uint64_t lo = raw_row_hash(cols, ncols, r, spillway::detail::checksum_seed_lo);
+    s += (hi << 32) | lo;
+  }
+  const unsigned long long block = Reduce(temp).Sum(s);
+  if (threadIdx.x == 0) atomicAdd(sum, block);
+}
+
+}  // namespace
+
+TableChecksum checksum(const TableView& table, BufferResource& br, Stream stream) {
+  const std::size_t rows = table.num_rows();
+  TableChecksum out{rows, 0};
+  if (rows == 0 || table.num_columns() == 0) return out;
+  std::vector<DeviceColumn> cols;
+  for (const auto& c : table.columns) cols.push_back(detail::to_device_column(c));
+  auto d_cols = detail::to_device(cols, br, stream);
+  auto d_sum = br.allocate(MemoryType::DEVICE, sizeof(unsigned long long), stream);
+  SPILLWAY_CUDA_TRY(cudaMemsetAsync(d_sum->data(), 0, d_sum->size(), detail::raw(stream)));
+  int sms = 0;
+  SPILLWAY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, br.device()));
+  const unsigned blocks =
+      std::min(detail::blocks_for(rows, block_threads), static_cast<unsigned>(sms) * 8);
+  checksum_kernel<<<blocks, block_threads, 0, detail::raw(stream)>>>(
+      detail::as<const DeviceColumn>(*d_cols), static_cast<std::uint32_t>(cols.size()), rows,
+      detail::as<unsigned long long>(*d_sum));
+  SPILLWAY_CUDA_TRY(cudaGetLastError());
+  std::vector<unsigned long long> sum(1);
+  detail::to_host(sum, d_sum->data(), stream);
+  out.sum = sum[0];
+  return out;
+}
+
+}  // namespace spillway::gpu

@@ -1,0 +1,150 @@
+// concat and unpack_and_concat on the GPU. Data and characters move with one batched copy for
+// all columns and tables, string offsets with one batched rebase; each validity mask is
+// gathered bit by bit (a thread per output byte finds each bit's table by binary search), as
+// the tables' bits sit at arbitrary offsets of the output.
+#include <spillway/table/gpu.hpp>
+
+#include <spillway/stats/memory_profiler.hpp>
+
+#include "../../core/cuda_try.hpp"
+#include "../arguments.hpp"
+#include "batched_copy.cuh"
+#include "device_column.cuh"
+
+namespace spillway::gpu {
+
+namespace {
+
+using detail::as;
+using detail::raw;
+
+/// Byte i of the output mask: bit j is row 8i + j, valid in table t (the last with
+/// starts[t] <= row) per masks[t] (nullptr: all valid).
+__global__ void gather_mask_kernel(const std::uint8_t* const* masks, const std::uint64_t* starts,
+                                   std::size_t ntables, std::size_t rows, std::uint8_t* out) {
+  const std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i >= (rows + 7) / 8) return;
+  unsigned v = 0;
+  for (unsigned j = 0; j < 8; ++j) {
+    const std::size_t row = i * 8 + j;
+    if (row >= rows) break;
+    std::size_t lo = 0;
+    std::size_t hi = ntables;
+    while (hi - lo > 1) {
+      const std::size_t mid = (lo + hi) / 2;
+      if (starts[mid] <= row) {
+        lo = mid;
+      } else {
+        hi = mid;
+      }
+    }
+    const std::uint8_t* m = masks[lo];
+    const std::size_t r = row - starts[lo];
+    if (m == nullptr || ((m[r >> 3] >> (r & 7)) & 1U) != 0) v |= 1U << j;
+  }
+  out[i] = static_cast<std::uint8_t>(v);
+}
+
+}  // namespace
+
+Table concat(std::span<const TableView> tables, BufferResource& br, Stream stream) {
+  const std::size_t rows = spillway::detail::check_concat_args(tables);
+  const TableView& first = tables.front();
+  const std::size_t ncols = first.num_columns();
+  const std::size_t ntables = tables.size();
+
+  // Each table's character count per STRING column: its last offset, read from the device.
+  std::vector<std::int32_t> chars(ncols * ntables, 0);
+  bool any_strings = false;
+  for (std::size_t c = 0; c < ncols; ++c) {
+    if (first.columns[c].type != TypeId::STRING) continue;
+    for (std::size_t t = 0; t < ntables; ++t) {
+      const ColumnView& col = tables[t].columns[c];
+      if (col.size == 0) continue;
+      cuda::memcpy_async(&chars[c * ntables + t], col.offsets + col.size, sizeof(std::int32_t),
+                         stream);
+      any_strings = true;
+    }
+  }
+  if (any_strings) cuda::stream_synchronize(stream);
+
+  std::vector<std::uint64_t> starts(ntables, 0);
+  for (std::size_t t = 1; t < ntables; ++t) starts[t] = starts[t - 1] + tables[t - 1].num_rows();
+  std::unique_ptr<Buffer> d_starts;
+
+  std::vector<Column> columns;
+  std::vector<detail::CopyRange> copies;
+  std::vector<detail::RebaseRange> offsets;
+  for (std::size_t c = 0; c < ncols; ++c) {
+    const TypeId type = first.columns[c].type;
+    bool nullable = false;
+    std::size_t total_chars = 0;
+    for (std::size_t t = 0; t < ntables; ++t) {
+      nullable = nullable || tables[t].columns[c].nullable();
+      total_chars += static_cast<std::size_t>(chars[c * ntables + t]);
+    }
+    SPILLWAY_EXPECTS(total_chars <= static_cast<std::size_t>(INT32_MAX),
+                     "concat: more characters than int32 offsets allow");
+    const std::size_t w = type == TypeId::STRING ? 0 : size_of(type);
+    auto data = br.allocate(MemoryType::DEVICE, type == TypeId::STRING ? total_chars : rows * w,
+                            stream);
+    std::unique_ptr<Buffer> offs;
+    if (type == TypeId::STRING) {
+      offs = br.allocate(MemoryType::DEVICE, (rows + 1) * sizeof(std::int32_t), stream);
+      const auto end = static_cast<std::int32_t>(total_chars);  // pageable: staged at once
+      cuda::memcpy_async(as<std::int32_t>(*offs) + rows, &end, sizeof(end), stream);
+    }
+    std::size_t at = 0;  // bytes (fixed width) or characters (STRING) written so far
+    for (std::size_t t = 0; t < ntables; ++t) {
+      const ColumnView& col = tables[t].columns[c];
+      const std::size_t bytes =
+          type == TypeId::STRING ? static_cast<std::size_t>(chars[c * ntables + t]) : col.size * w;
+      if (bytes > 0) {
+        copies.push_back({data->data() + at, static_cast<const std::byte*>(col.data), bytes});
+      }
+      if (type == TypeId::STRING && col.size > 0) {  // each table writes its rows' starts
+        offsets.push_back({as<std::int32_t>(*offs) + starts[t], col.offsets, col.size,
+                           static_cast<std::int32_t>(at)});
+      }
+      at += bytes;
+    }
+    std::unique_ptr<Buffer> mask;
+    if (nullable) {
+      mask = br.allocate(MemoryType::DEVICE, mask_bytes(rows), stream);
+      std::vector<const std::uint8_t*> masks(ntables);
+      for (std::size_t t = 0; t < ntables; ++t) masks[t] = tables[t].columns[c].null_mask;
+      if (!d_starts) d_starts = detail::to_device(starts, br, stream);
+      // Freed in stream order, after the kernel.
+      auto d_masks = detail::to_device(masks, br, stream);
+      if (rows > 0) {
+        gather_mask_kernel<<<detail::blocks_for(mask_bytes(rows), 256), 256, 0, raw(stream)>>>(
+            as<const std::uint8_t* const>(*d_masks), as<const std::uint64_t>(*d_starts), ntables,
+            rows, as<std::uint8_t>(*mask));
+        SPILLWAY_CUDA_TRY(cudaGetLastError());
+      }
+    }
+    columns.emplace_back(type, rows, std::move(data), std::move(offs), std::move(mask));
+  }
+  detail::copy_ranges(std::span<const detail::CopyRange>(copies), br, stream);
+  detail::copy_ranges(std::span<const detail::RebaseRange>(offsets), br, stream);
+  return Table(std::move(columns), first.names);
+}
+
+Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stream stream) {
+  SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "unpack_and_concat");
+  std::vector<UnpackedTable> parts;
+  std::vector<TableView> views;
+  for (auto& p : packed) {
+    SPILLWAY_EXPECTS(p.payload != nullptr, "unpack_and_concat: a chunk without a payload");
+    if (p.payload->mem_type() != MemoryType::DEVICE) {
+      p.payload = br.move(std::move(p.payload), MemoryType::DEVICE, stream);
+    }
+    parts.push_back(gpu::unpack(std::move(p), stream));
+    views.push_back(parts.back().view());
+  }
+  Table out = gpu::concat(views, br, stream);
+  cuda::stream_synchronize(stream);  // the parts' payloads go at the end of this scope
+  return out;
+}
+
+}  // namespace spillway::gpu

@@ -1,0 +1,45 @@
+// random_int32_table on the GPU: the CPU's counter-based values (random_values.hpp).
+#include <spillway/table/gpu.hpp>
+
+#include "../../core/cuda_try.hpp"
+#include "../random_values.hpp"
+#include "device_column.cuh"
+
+#include <string>
+
+namespace spillway::gpu {
+
+namespace {
+
+__global__ void fill_kernel(std::int32_t* out, std::size_t rows, std::uint64_t seed,
+                            std::size_t col, std::int32_t min, std::uint64_t range) {
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < rows; i += stride) {
+    out[i] = spillway::detail::random_int32(seed, col, i, min, range);
+  }
+}
+
+}  // namespace
+
+Table random_int32_table(std::size_t rows, std::size_t columns, std::int32_t min,
+                         std::int32_t max, std::uint64_t seed, BufferResource& br, Stream stream) {
+  SPILLWAY_EXPECTS(min <= max, "random_int32_table: min " + std::to_string(min) +
+                                   " is above max " + std::to_string(max));
+  const std::uint64_t range = std::uint64_t(std::int64_t{max} - min + 1) & 0xFFFFFFFFULL;
+  std::vector<Column> cols;
+  std::vector<std::string> names;
+  for (std::size_t c = 0; c < columns; ++c) {
+    auto data = br.allocate(MemoryType::DEVICE, rows * sizeof(std::int32_t), stream);
+    if (rows > 0) {
+      const unsigned blocks = std::min(detail::blocks_for(rows, 256), 65535U * 16);
+      fill_kernel<<<blocks, 256, 0, detail::raw(stream)>>>(
+          detail::as<std::int32_t>(*data), rows, seed, c, min, range);
+      SPILLWAY_CUDA_TRY(cudaGetLastError());
+    }
+    cols.emplace_back(TypeId::INT32, rows, std::move(data));
+    names.push_back("c" + std::to_string(c));
+  }
+  return Table(std::move(cols), std::move(names));
+}
+
+}  // namespace spillway::gpu

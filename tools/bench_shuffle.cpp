@@ -1,0 +1,634 @@
+// spillway-bench-shuffle: the all-to-all shuffle of random int32 tables between the ranks of a
+// communicator, with RapidsMPF's bench_shuffle flags and output.
+//
+// Each rank makes -p input tables of -n/-p rows and -c int32 columns, partitions each into
+// -o x nranks partitions (hashing column 0, or splitting at even row bounds with -g), inserts
+// them into a Shuffler and extracts its own partitions, unpacking and concatenating each one.
+// Every run is validated: per partition, the order-independent checksums of what the ranks
+// inserted and of what the owners extracted, summed over ranks, must agree.
+//
+// Timing: each run is timed from the barrier before the first insert to the last extracted
+// partition (the Shuffler destroyed). The input is made inside the run, one table at a time
+// (so a device limit below the input size still holds), but the time to make it and the time
+// of the checksums are measured and taken out of the figures. Local throughput: this rank's
+// input bytes over its time; global: all ranks' bytes over the slowest rank's time.
+#include <spillway/comm/local.hpp>
+#include <spillway/comm/mpi.hpp>
+#include <spillway/comm/single.hpp>
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
+#include <spillway/memory/buffer_resource.hpp>
+#include <spillway/shuffle/shuffler.hpp>
+#include <spillway/table/checksum.hpp>
+#include <spillway/table/generator.hpp>
+#include <spillway/table/gpu.hpp>
+#include <spillway/table/pack.hpp>
+#include <spillway/table/partition.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+using namespace spillway;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::string comm{"local"};
+  int ranks{2};
+  std::size_t columns{1};
+  std::size_t rows{std::size_t{1} << 20};  // per rank
+  std::size_t in_parts{1};
+  std::size_t out_parts{1};
+  int runs{1};
+  int warmups{0};
+  std::string allocator;  // empty: SPILLWAY_DEVICE_ALLOCATOR's choice
+  long long device_limit_mib{-1};
+  bool no_pinned{false};
+  bool pre_partitioned{false};
+  bool discard{false};
+  bool no_overbooking{false};
+  bool profile{false};
+  long long host_limit_mib{-1};
+  std::string spill_dir;
+  long long disk_limit_mib{-1};
+  bool cpu{false};
+  std::string json;
+};
+
+[[noreturn]] void usage(const std::string& error) {
+  std::ostream& os = error.empty() ? std::cout : std::cerr;
+  if (!error.empty()) os << "spillway-bench-shuffle: " << error << "\n\n";
+  os << "usage: spillway-bench-shuffle [options]\n"
+        "  -C local|mpi|single  communicator (default local; mpi: run under mpirun or srun)\n"
+        "  --ranks N       ranks of -C local (default 2)\n"
+        "  -c N            int32 columns (default 1)\n"
+        "  -n N            rows per rank (default 1048576)\n"
+        "  -p N            input partitions (tables) per rank (default 1)\n"
+        "  -o N            output partitions per rank (default 1)\n"
+        "  -r N            timed runs (default 1)\n"
+        "  -w N            warm-up runs (default 0)\n"
+        "  -m cuda|async|pool  device allocator (default: SPILLWAY_DEVICE_ALLOCATOR, async)\n"
+        "  -l MiB          device memory limit (hard: peak device memory stays below it)\n"
+        "  -L              no pinned host memory tier\n"
+        "  -g              pre-partitioned input: split at even row bounds, no hashing\n"
+        "  -s              discard each output partition once checked (streaming)\n"
+        "  -b              no overbooking (spillway never overbooks: accepted, changes nothing)\n"
+        "  -x              print the memory profile\n"
+        "  --host-limit MiB   host memory limit\n"
+        "  --spill-dir DIR    where spill files go (default SPILLWAY_SPILL_DIR or /tmp)\n"
+        "  --disk-limit MiB   disk tier limit\n"
+        "  --cpu           the CPU path (host memory) even where a GPU exists\n"
+        "  --json FILE     all figures, statistics and the profile as JSON (rank 0 writes)\n"
+        "  -h              this help\n";
+  std::exit(error.empty() ? 0 : 2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  auto value = [&](int& i) -> std::string {
+    if (i + 1 >= argc) usage(std::string(argv[i]) + " needs a value");
+    return argv[++i];
+  };
+  auto number = [&](int& i, long long min) {
+    const std::string flag = argv[i];
+    const std::string v = value(i);
+    char* end = nullptr;
+    errno = 0;
+    const long long n = std::strtoll(v.c_str(), &end, 10);
+    if (end == v.c_str() || *end != '\0' || errno != 0 || n < min) {
+      usage(flag + " takes a whole number >= " + std::to_string(min) + ", got '" + v + "'");
+    }
+    return n;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      usage("");
+    } else if (a == "-C") {
+      o.comm = value(i);
+      if (o.comm != "local" && o.comm != "mpi" && o.comm != "single") {
+        usage("-C takes local, mpi or single, got '" + o.comm + "'");
+      }
+    } else if (a == "--ranks") {
+      o.ranks = static_cast<int>(std::min(number(i, 1), 4096LL));
+    } else if (a == "-c") {
+      o.columns = static_cast<std::size_t>(number(i, 1));
+    } else if (a == "-n") {
+      o.rows = static_cast<std::size_t>(number(i, 0));
+    } else if (a == "-p") {
+      o.in_parts = static_cast<std::size_t>(number(i, 1));
+    } else if (a == "-o") {
+      o.out_parts = static_cast<std::size_t>(number(i, 1));
+    } else if (a == "-r") {
+      o.runs = static_cast<int>(std::min(number(i, 1), 100000LL));
+    } else if (a == "-w") {
+      o.warmups = static_cast<int>(std::min(number(i, 0), 100000LL));
+    } else if (a == "-m") {
+      o.allocator = value(i);
+      if (o.allocator != "cuda" && o.allocator != "async" && o.allocator != "pool") {
+        usage("-m takes cuda, async or pool, got '" + o.allocator + "'");
+      }
+    } else if (a == "-l") {
+      o.device_limit_mib = number(i, 0);
+    } else if (a == "-L") {
+      o.no_pinned = true;
+    } else if (a == "-g") {
+      o.pre_partitioned = true;
+    } else if (a == "-s") {
+      o.discard = true;
+    } else if (a == "-b") {
+      o.no_overbooking = true;
+    } else if (a == "-x") {
+      o.profile = true;
+    } else if (a == "--host-limit") {
+      o.host_limit_mib = number(i, 0);
+    } else if (a == "--spill-dir") {
+      o.spill_dir = value(i);
+    } else if (a == "--disk-limit") {
+      o.disk_limit_mib = number(i, 0);
+    } else if (a == "--cpu") {
+      o.cpu = true;
+    } else if (a == "--json") {
+      o.json = value(i);
+    } else {
+      usage("unknown option '" + a + "'");
+    }
+  }
+  if (o.comm == "single") o.ranks = 1;
+  if (o.in_parts > o.rows && o.rows > 0) usage("-p is larger than -n: input tables without rows");
+  return o;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << v;
+  return os.str();
+}
+
+std::string rate(double bytes, double seconds) {
+  return format_bytes(seconds > 0 ? bytes / seconds : 0) + "/s";
+}
+
+/// Collectives over the communicator's small messages (op id 0xFFFF, one stage per round):
+/// every rank gets every rank's bytes.
+class Collective {
+ public:
+  explicit Collective(Communicator& comm) : comm_{comm} {}
+
+  std::vector<std::vector<std::uint8_t>> allgather(const std::vector<std::uint8_t>& mine) {
+    const Tag tag{0xFFFF, static_cast<std::uint8_t>(round_++ & 0xFF)};
+    const int n = comm_.nranks();
+    std::vector<std::vector<std::uint8_t>> all(static_cast<std::size_t>(n));
+    all[static_cast<std::size_t>(comm_.rank())] = mine;
+    for (Rank r = 0; r < n; ++r) {
+      if (r != comm_.rank()) comm_.send_message(mine, r, tag);
+    }
+    const auto deadline = Clock::now() + comm_.timeout();
+    for (int got = 1; got < n;) {
+      if (auto m = comm_.recv_any(tag)) {
+        all[static_cast<std::size_t>(m->source)] = std::move(m->data);
+        ++got;
+      } else if (Clock::now() > deadline) {
+        throw comm_error(comm_.logger().prefix() + "no figures from " +
+                         std::to_string(n - got) + " rank(s) within the timeout");
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+    comm_.barrier();  // nobody starts the next round before all have this one
+    return all;
+  }
+
+ private:
+  Communicator& comm_;
+  unsigned round_{0};
+};
+
+template <typename T>
+void put(std::vector<std::uint8_t>& out, const T& v) {
+  const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
+  out.insert(out.end(), p, p + sizeof(T));
+}
+template <typename T>
+T get(const std::vector<std::uint8_t>& in, std::size_t& at) {
+  SPILLWAY_EXPECTS(at + sizeof(T) <= in.size(), "bench-shuffle: a short figures message");
+  T v;
+  std::memcpy(&v, in.data() + at, sizeof(T));
+  at += sizeof(T);
+  return v;
+}
+
+/// What one run of one rank measured.
+struct RunResult {
+  double seconds{0};   // elapsed minus the excluded time
+  double excluded{0};  // making the input, checksums
+  std::uint64_t peak_device{0};
+  std::uint64_t peak_host{0};
+  std::vector<TableChecksum> in;   // per partition: what this rank inserted
+  std::vector<TableChecksum> out;  // per partition: what this rank extracted
+
+  [[nodiscard]] std::vector<std::uint8_t> encode() const {
+    std::vector<std::uint8_t> b;
+    put(b, seconds);
+    put(b, excluded);
+    put(b, peak_device);
+    put(b, peak_host);
+    for (const auto* v : {&in, &out}) {
+      for (const auto& c : *v) {
+        put(b, c.rows);
+        put(b, c.sum);
+      }
+    }
+    return b;
+  }
+  static RunResult decode(const std::vector<std::uint8_t>& b, std::size_t partitions) {
+    RunResult r;
+    std::size_t at = 0;
+    r.seconds = get<double>(b, at);
+    r.excluded = get<double>(b, at);
+    r.peak_device = get<std::uint64_t>(b, at);
+    r.peak_host = get<std::uint64_t>(b, at);
+    for (auto* v : {&r.in, &r.out}) {
+      v->resize(partitions);
+      for (auto& c : *v) {
+        c.rows = get<std::uint64_t>(b, at);
+        c.sum = get<std::uint64_t>(b, at);
+      }
+    }
+    return r;
+  }
+};
+
+/// One rank of the benchmark.
+class Bench {
+ public:
+  Bench(const Options& o, Communicator& comm, BufferResource& br)
+      : o_{o}, comm_{comm}, br_{br}, gpu_{br.is_live(MemoryType::DEVICE)}, coll_{comm} {}
+
+  /// Runs the warm-ups and the runs; returns 0, or 1 when a run failed validation.
+  int run_all() {
+    const std::size_t total = o_.out_parts * static_cast<std::size_t>(comm_.nranks());
+    const bool print = comm_.rank() == 0;
+    if (print) print_setup();
+    std::vector<std::vector<RunResult>> runs;  // [run][rank]
+    int failed = 0;
+    for (int i = 0; i < o_.warmups + o_.runs; ++i) {
+      const bool last = i + 1 == o_.warmups + o_.runs;
+      if (last) br_.statistics().clear();  // the statistics are of the last run
+      const RunResult mine = run(static_cast<OpID>(i % 0xFF00), total);
+      std::vector<RunResult> all;
+      for (const auto& b : coll_.allgather(mine.encode())) all.push_back(RunResult::decode(b, total));
+      const std::string problem = validate(all, total);
+      if (!problem.empty()) ++failed;
+      if (print) print_run(all, i < o_.warmups, problem);
+      if (i >= o_.warmups) runs.push_back(std::move(all));
+    }
+    // Every rank's statistics, for the JSON file.
+    const auto stats = coll_.allgather([&] {
+      const std::string s = br_.statistics().to_json();
+      return std::vector<std::uint8_t>(s.begin(), s.end());
+    }());
+    if (print) {
+      print_summary(runs);
+      std::cout << br_.statistics().report("Statistics of rank 0 (of the last run):", o_.profile);
+      if (!o_.json.empty()) write_json(runs, stats, failed);
+    }
+    if (failed > 0 && print) {
+      std::cerr << "spillway-bench-shuffle: " << failed << " run(s) FAILED validation\n";
+    }
+    return failed > 0 ? 1 : 0;
+  }
+
+ private:
+  [[nodiscard]] double input_bytes() const { return double(o_.rows) * double(o_.columns) * 4; }
+  [[nodiscard]] MemoryType top() const { return gpu_ ? MemoryType::DEVICE : MemoryType::HOST; }
+
+  TableChecksum checksum_of(const TableView& t) {
+    return gpu_ ? gpu::checksum(t, br_, br_.stream()) : spillway::checksum(t);
+  }
+
+  /// The checksum of a packed chunk, which stays packed.
+  TableChecksum checksum_of(PackedData& p) {
+    UnpackedTable u = gpu_ && p.payload->mem_type() == MemoryType::DEVICE
+                          ? gpu::unpack(std::move(p), br_.stream())
+                          : unpack(std::move(p));
+    const TableChecksum c = checksum_of(u.view());
+    p = std::move(u).release();
+    return c;
+  }
+
+  Table make_input(std::size_t part) {
+    const std::size_t base = o_.rows / o_.in_parts;
+    const std::size_t rows = base + (part + 1 == o_.in_parts ? o_.rows % o_.in_parts : 0);
+    // RapidsMPF's values: uniform in [0, rows per rank].
+    const auto max = static_cast<std::int32_t>(std::min<std::size_t>(o_.rows, INT32_MAX));
+    const std::uint64_t seed = std::uint64_t(comm_.rank()) * 1000003 + part;
+    if (gpu_) return gpu::random_int32_table(rows, o_.columns, 0, max, seed, br_, br_.stream());
+    return random_int32_table(rows, o_.columns, 0, max, seed, br_);
+  }
+
+  std::vector<PackedData> partition(const Table& input, std::size_t total) {
+    const TableView v = input.view();
+    if (o_.pre_partitioned) {
+      std::vector<std::size_t> splits;
+      for (std::size_t k = 1; k < total; ++k) splits.push_back(v.num_rows() * k / total);
+      return gpu_ ? gpu::split_and_pack(v, splits, br_, br_.stream())
+                  : split_and_pack(v, splits, br_);
+    }
+    const std::size_t keys[] = {0};
+    return gpu_ ? gpu::partition_and_pack(v, keys, total, br_, br_.stream())
+                : partition_and_pack(v, keys, total, br_);
+  }
+
+  RunResult run(OpID op, std::size_t total) {
+    RunResult r;
+    r.in.resize(total);
+    r.out.resize(total);
+    auto since = [](Clock::time_point t) {
+      return std::chrono::duration<double>(Clock::now() - t).count();
+    };
+    std::vector<Table> kept;  // the output partitions, without -s
+    comm_.barrier();
+    br_.reset_peak(MemoryType::HOST);
+    if (gpu_) br_.reset_peak(MemoryType::DEVICE);
+    const auto t0 = Clock::now();
+    {
+      Shuffler shuffler(comm_, op, static_cast<PartID>(total), br_, partition_owner::round_robin);
+      for (std::size_t i = 0; i < o_.in_parts; ++i) {
+        auto t = Clock::now();
+        Table input = make_input(i);
+        br_.stream().synchronize();
+        r.excluded += since(t);
+        auto chunks = partition(input, total);
+        input = Table{};  // consumed: RapidsMPF's bench releases each input after packing
+        br_.stream().synchronize();
+        t = Clock::now();
+        std::unordered_map<PartID, PackedData> m;
+        for (std::size_t p = 0; p < total; ++p) {
+          r.in[p] += checksum_of(chunks[p]);
+          m.emplace(static_cast<PartID>(p), std::move(chunks[p]));
+        }
+        r.excluded += since(t);
+        shuffler.insert(std::move(m));
+      }
+      shuffler.insert_finished();
+      while (!shuffler.finished()) {
+        const PartID pid = shuffler.wait_any(comm_.timeout());
+        auto parts = shuffler.extract(pid);
+        Table out = gpu_ ? gpu::unpack_and_concat(std::move(parts), br_, br_.stream())
+                         : unpack_and_concat(std::move(parts), br_);
+        br_.stream().synchronize();
+        const auto t = Clock::now();
+        r.out[pid] += checksum_of(out.view());
+        r.excluded += since(t);
+        if (!o_.discard) kept.push_back(std::move(out));
+      }
+    }
+    br_.stream().synchronize();
+    r.seconds = since(t0) - r.excluded;
+    r.peak_device = gpu_ ? br_.peak(MemoryType::DEVICE) : 0;
+    r.peak_host = br_.peak(MemoryType::HOST);
+    return r;
+  }
+
+  /// "" or what is wrong: per partition, the inserted and extracted checksums over all ranks.
+  static std::string validate(const std::vector<RunResult>& all, std::size_t total) {
+    std::uint64_t rows = 0;
+    for (std::size_t p = 0; p < total; ++p) {
+      TableChecksum in, out;
+      for (const auto& r : all) {
+        in += r.in[p];
+        out += r.out[p];
+      }
+      rows += in.rows;
+      if (in != out) {
+        return "partition " + std::to_string(p) + ": inserted " + std::to_string(in.rows) +
+               " rows (checksum " + std::to_string(in.sum) + "), extracted " +
+               std::to_string(out.rows) + " rows (checksum " + std::to_string(out.sum) + ")";
+      }
+    }
+    return {};
+  }
+
+  void print_setup() const {
+    std::cout << "spillway-bench-shuffle: -C " << o_.comm << " | nranks " << comm_.nranks()
+              << " | " << (gpu_ ? "GPU" : "CPU") << " path | -c " << o_.columns << " -n "
+              << o_.rows << " -p " << o_.in_parts << " -o " << o_.out_parts
+              << (o_.pre_partitioned ? " -g" : "") << (o_.discard ? " -s" : "") << "\n"
+              << "Local size: " << format_bytes(input_bytes())
+              << " | Total size: " << format_bytes(input_bytes() * comm_.nranks()) << "\n"
+              << "Memory: " << br_.usage() << "\n"
+              << "Allocators: " << br_.describe() << "\n";
+    if (o_.no_overbooking) {
+      std::cout << "-b: spillway's limits are hard and reservations never overbook\n";
+    }
+  }
+
+  void print_run(const std::vector<RunResult>& all, bool warmup,
+                 const std::string& problem) const {
+    double slowest = 0;
+    for (const auto& r : all) slowest = std::max(slowest, r.seconds);
+    const double mine = all[0].seconds;
+    std::cout << "elapsed: " << fixed(mine, 4)
+              << " sec | local throughput: " << rate(input_bytes(), mine)
+              << " | global throughput: "
+              << rate(input_bytes() * double(all.size()), slowest)
+              << (warmup ? " (warmup run)" : "") << " | excluded " << fixed(all[0].excluded, 3)
+              << " s | " << (problem.empty() ? "validated" : "INVALID: " + problem) << "\n";
+  }
+
+  void print_summary(const std::vector<std::vector<RunResult>>& runs) const {
+    std::vector<double> mine, slowest;
+    std::uint64_t peak = 0;
+    std::uint64_t peak_host = 0;
+    for (const auto& all : runs) {
+      double s = 0;
+      for (const auto& r : all) {
+        s = std::max(s, r.seconds);
+        peak = std::max(peak, r.peak_device);
+        peak_host = std::max(peak_host, r.peak_host);
+      }
+      mine.push_back(all[0].seconds);
+      slowest.push_back(s);
+    }
+    auto harmonic_mean = [](const std::vector<double>& v) {
+      double inv = 0;
+      for (double s : v) inv += 1 / s;
+      return double(v.size()) / inv;
+    };
+    const double n = double(comm_.nranks());
+    std::cout << "means: " << fixed(harmonic_mean(mine), 4)
+              << " sec | local throughput: " << rate(input_bytes(), harmonic_mean(mine))
+              << " | global throughput: " << rate(input_bytes() * n, harmonic_mean(slowest))
+              << " | in_parts: " << o_.in_parts << " | out_parts: " << o_.out_parts
+              << " | nranks: " << comm_.nranks();
+    if (gpu_) {
+      std::cout << " | device memory peak: " << format_bytes(double(peak)) << " ("
+                << fixed(double(peak) / input_bytes(), 2) << " x input; limit "
+                << (br_.limit(MemoryType::DEVICE) == unlimited_bytes
+                        ? std::string("none")
+                        : format_bytes(double(br_.limit(MemoryType::DEVICE))))
+                << ")";
+    }
+    std::cout << " | host memory peak: " << format_bytes(double(peak_host)) << "\n";
+    std::cout << "medians: elapsed " << fixed(median(mine), 4)
+              << " sec | local throughput: " << rate(input_bytes(), median(mine))
+              << " | global throughput: " << rate(input_bytes() * n, median(slowest)) << "\n";
+  }
+
+  void write_json(const std::vector<std::vector<RunResult>>& runs,
+                  const std::vector<std::vector<std::uint8_t>>& stats, int failed) const {
+    std::ofstream f(o_.json);
+    if (!f) throw io_error("cannot write --json file '" + o_.json + "'");
+    auto limit = [&](MemoryType t) {
+      return br_.is_live(t) && br_.limit(t) != unlimited_bytes ? std::to_string(br_.limit(t))
+                                                                : std::string("null");
+    };
+    f << "{\"comm\":\"" << o_.comm << "\",\"nranks\":" << comm_.nranks()
+      << ",\"gpu\":" << (gpu_ ? "true" : "false") << ",\"columns\":" << o_.columns
+      << ",\"rows_per_rank\":" << o_.rows << ",\"in_parts\":" << o_.in_parts
+      << ",\"out_parts\":" << o_.out_parts << ",\"pre_partitioned\":" << o_.pre_partitioned
+      << ",\"discard\":" << o_.discard << ",\"input_bytes_per_rank\":" << input_bytes()
+      << ",\"device_limit\":" << limit(MemoryType::DEVICE)
+      << ",\"host_limit\":" << limit(MemoryType::HOST) << ",\"failed_runs\":" << failed
+      << ",\"runs\":[";
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      f << (i ? "," : "") << "[";
+      for (std::size_t r = 0; r < runs[i].size(); ++r) {
+        const RunResult& x = runs[i][r];
+        f << (r ? "," : "") << "{\"seconds\":" << x.seconds << ",\"excluded\":" << x.excluded
+          << ",\"peak_device\":" << x.peak_device << ",\"peak_host\":" << x.peak_host << "}";
+      }
+      f << "]";
+    }
+    f << "],\"statistics\":[";
+    for (std::size_t r = 0; r < stats.size(); ++r) {
+      f << (r ? "," : "") << std::string(stats[r].begin(), stats[r].end());
+    }
+    f << "]}\n";
+  }
+
+  const Options& o_;
+  Communicator& comm_;
+  BufferResource& br_;
+  const bool gpu_;
+  Collective coll_;
+};
+
+/// What to change when a limit was too small.
+std::string hint(const std::exception& e) {
+  if (dynamic_cast<const out_of_memory*>(&e) == nullptr) return {};
+  return "\n  (a limit must hold one input table (-n/-p rows) with its packed copy, and one output "
+         "partition twice while it is unpacked and concatenated, plus, without -s, every output "
+         "partition of the run: raise -p, -o or the limit, or add -s)";
+}
+
+BufferResourceConfig rank_config(const Options& o) {
+  auto c = BufferResourceConfig::from_options();
+  c.use_gpu = !o.cpu;
+  if (!o.allocator.empty()) c.device_allocator = parse_device_allocator(o.allocator);
+  if (o.device_limit_mib >= 0) {
+    c.limits[static_cast<std::size_t>(MemoryType::DEVICE)] =
+        Limit::bytes(std::size_t(o.device_limit_mib) << 20);
+  }
+  if (o.host_limit_mib >= 0) {
+    c.limits[static_cast<std::size_t>(MemoryType::HOST)] =
+        Limit::bytes(std::size_t(o.host_limit_mib) << 20);
+  }
+  if (o.disk_limit_mib >= 0) {
+    c.limits[static_cast<std::size_t>(MemoryType::DISK)] =
+        Limit::bytes(std::size_t(o.disk_limit_mib) << 20);
+  }
+  if (o.no_pinned) c.pinned_pool = false;
+  if (!o.spill_dir.empty()) c.spill_dir = o.spill_dir;
+  if (o.profile) c.statistics = true;
+  return c;
+}
+
+int run_threads(const Options& o) {
+  auto comms = o.comm == "single" ? [] {
+    std::vector<std::unique_ptr<Communicator>> v;
+    v.push_back(make_single_communicator());
+    return v;
+  }()
+                                  : LocalCommunicator::create(o.ranks);
+  std::vector<int> rc(comms.size(), 0);
+  std::mutex m;
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < comms.size(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        if (!o.cpu) {
+          if (const int dev = LocalCommunicator::device_of(static_cast<Rank>(r)); dev >= 0) {
+            cuda::set_device(dev);
+          }
+        }
+        BufferResource br(rank_config(o));
+        rc[r] = Bench(o, *comms[r], br).run_all();
+        comms[r].reset();  // leaves the group while `br` is alive
+      } catch (const std::exception& e) {
+        std::lock_guard lock(m);
+        std::cerr << "spillway-bench-shuffle: rank " << r << ": " << e.what() << hint(e) << "\n";
+        rc[r] = 1;
+        comms[r].reset();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return *std::max_element(rc.begin(), rc.end());
+}
+
+int run_mpi(const Options& o) {
+  if (!mpi::is_compiled()) {
+    std::cerr << "spillway-bench-shuffle: built without MPI\n";
+    return 2;
+  }
+  mpi::init(nullptr, nullptr);
+  int rc = 0;
+  {
+    // Declared in this order so that the communicator goes before the resource it uses.
+    std::unique_ptr<BufferResource> br;
+    std::unique_ptr<Communicator> comm;
+    try {
+      if (const int gpus = cuda::device_count(); gpus > 0 && !o.cpu) {
+        cuda::set_device(static_cast<int>(mpi::world_rank() % gpus));
+      }
+      br = std::make_unique<BufferResource>(rank_config(o));
+      comm = make_mpi_communicator(*br);
+      rc = Bench(o, *comm, *br).run_all();
+    } catch (const std::exception& e) {
+      std::cerr << "spillway-bench-shuffle: rank " << mpi::world_rank() << ": " << e.what()
+                << hint(e) << "\n";
+      mpi::abort(1);  // the other ranks may be waiting on this one
+    }
+  }
+  mpi::finalize();
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  try {
+    return o.comm == "mpi" ? run_mpi(o) : run_threads(o);
+  } catch (const std::exception& e) {
+    std::cerr << "spillway-bench-shuffle: " << e.what() << "\n";
+    return 1;
+  }
+}
