@@ -85,6 +85,17 @@ TEST(Concat, UnpackAndConcatRestoresTheTable) {
   }
 }
 
+TEST(Concat, UnpackAndConcatReadsSpilledChunksBack) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  Table t = mixed_table(br, 300, 0.2);
+  const std::vector<std::size_t> splits{120};
+  auto parts = split_and_pack(t.view(), splits, br);
+  parts[1].payload = br.move(std::move(parts[1].payload), MemoryType::DISK);
+  Table back = unpack_and_concat(std::move(parts), br);
+  test::expect_tables_equal(t.view(), back.view());
+}
+
 TEST(Concat, SchemaMismatchIsAnError) {
   test::TempDir dir;
   BufferResource br(test::host_config(dir.path()));

@@ -1,0 +1,62 @@
+// The benchmark's input generator: deterministic, within its range, spread over it, and
+// different per seed and column. (test_gpu checks that the GPU makes the same bytes.)
+#include <spillway/core/error.hpp>
+#include <spillway/table/checksum.hpp>
+#include <spillway/table/generator.hpp>
+
+#include "common.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace spillway;
+
+TEST(RandomInt32Table, IsDeterministicAndWithinItsRange) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  const Table a = random_int32_table(100000, 3, -50, 49, 7, br);
+  const Table b = random_int32_table(100000, 3, -50, 49, 7, br);
+  ASSERT_EQ(a.num_columns(), 3U);
+  EXPECT_EQ(a.names(), (std::vector<std::string>{"c0", "c1", "c2"}));
+  EXPECT_EQ(checksum(a.view()), checksum(b.view()));
+  std::vector<std::size_t> hits(100, 0);
+  for (std::size_t c = 0; c < 3; ++c) {
+    const ColumnView col = a.view().columns[c];
+    EXPECT_EQ(col.type, TypeId::INT32);
+    EXPECT_FALSE(col.nullable());
+    for (std::size_t i = 0; i < col.size; ++i) {
+      const std::int32_t v = col.value<std::int32_t>(i);
+      ASSERT_GE(v, -50);
+      ASSERT_LE(v, 49);
+      ++hits[static_cast<std::size_t>(v + 50)];
+    }
+  }
+  // 300000 draws over 100 values: each about 3000 times.
+  for (std::size_t v = 0; v < hits.size(); ++v) {
+    EXPECT_GT(hits[v], 2500U) << "value " << int(v) - 50;
+    EXPECT_LT(hits[v], 3500U) << "value " << int(v) - 50;
+  }
+  // Columns and seeds differ.
+  const ColumnView c0 = a.view().columns[0];
+  const ColumnView c1 = a.view().columns[1];
+  EXPECT_NE(std::memcmp(c0.data, c1.data, c0.size * 4), 0);
+  const Table other = random_int32_table(100000, 1, -50, 49, 8, br);
+  EXPECT_NE(std::memcmp(c0.data, other.view().columns[0].data, c0.size * 4), 0);
+}
+
+TEST(RandomInt32Table, FullRangeAndBadBounds) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  const Table t = random_int32_table(10000, 1, INT32_MIN, INT32_MAX, 1, br);
+  bool negative = false;
+  bool positive = false;
+  for (std::size_t i = 0; i < 10000; ++i) {
+    const std::int32_t v = t.view().columns[0].value<std::int32_t>(i);
+    negative = negative || v < -(1 << 30);
+    positive = positive || v > (1 << 30);
+  }
+  EXPECT_TRUE(negative && positive);
+  EXPECT_EQ(random_int32_table(0, 2, 0, 0, 1, br).num_rows(), 0U);
+  EXPECT_THROW(random_int32_table(10, 1, 1, 0, 1, br), logic_error);
+}
