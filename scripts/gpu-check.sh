@@ -10,7 +10,7 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0
 export SPILLWAY_BENCH_SPILL_DIR=${SPILLWAY_BENCH_SPILL_DIR:-/tmp}
-only=${1:-all}   # all | tests | bench | comm
+only=${1:-all}   # all | tests | bench | comm | shuffle
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="timeout 300 mpirun --oversubscribe --bind-to none"  # a hang costs 5 min, not the budget
 
@@ -72,6 +72,22 @@ if [ "$only" = all ] || [ "$only" = comm ]; then
   done
 fi
 
+if [ "$only" = all ] || [ "$only" = shuffle ]; then
+  # spillway-bench-shuffle at issue 6's settings (20 GiB per rank, one rank per GPU): -C local
+  # pre-partitioned and hashed, -C mpi under mpirun; then the spill sweep.
+  gpus=$(nvidia-smi -L | wc -l)
+  S="$B/tools/spillway-bench-shuffle"
+  A="-c 10 -n 536870912 -p 1 -o 2 -s -x -m pool -r 10 -w 3"
+  timeout 300 "$S" -C local --ranks "$gpus" $A -g --json "$OUT/shuffle_local_g.json" \
+    > "$OUT/shuffle_local_g.log" 2>&1 || { fail=1; tail -20 "$OUT/shuffle_local_g.log"; }
+  timeout 300 "$S" -C local --ranks "$gpus" $A --json "$OUT/shuffle_local_hash.json" \
+    > "$OUT/shuffle_local_hash.log" 2>&1 || { fail=1; tail -20 "$OUT/shuffle_local_hash.log"; }
+  $MPIRUN -np "$gpus" "$S" -C mpi $A -g --json "$OUT/shuffle_mpi_g.json" \
+    > "$OUT/shuffle_mpi_g.log" 2>&1 || { fail=1; tail -20 "$OUT/shuffle_mpi_g.log"; }
+  RANKS=$gpus BENCH="$S" SWEEP_TIMEOUT=200 bash scripts/spill-sweep.sh "$OUT/sweep" \
+    > "$OUT/sweep.log" 2>&1 || { fail=1; tail -30 "$OUT/sweep.log"; }
+fi
+
 echo
 echo "== tests =="
 printf '%s\n' "${summary[@]}"
@@ -82,5 +98,11 @@ for log in "$OUT"/bench_comm_*.log; do
   echo "== $(basename "$log" .log) (medians of 10) =="
   grep -E "^== |median|ratio" "$log"
 done
+for log in "$OUT"/shuffle_*.log; do
+  [ -f "$log" ] || continue
+  echo "== $(basename "$log" .log) =="
+  grep -E "^spillway-bench-shuffle|^means|^medians|INVALID|FAILED" "$log"
+done
+[ -f "$OUT/sweep/sweep-device.md" ] && { echo "== spill sweep =="; cat "$OUT/sweep/sweep-device.md"; }
 echo "gpu-check: $([ $fail -eq 0 ] && echo OK || echo FAILED)"
 exit $fail

@@ -37,7 +37,9 @@ Table random_int32_table(std::size_t rows, std::size_t columns, std::int32_t min
       SPILLWAY_CUDA_TRY(cudaGetLastError());
     }
     cols.emplace_back(TypeId::INT32, rows, std::move(data));
-    names.push_back("c" + std::to_string(c));
+    std::string name = "c";  // not "c" + to_string: GCC 12 warns falsely (-Wrestrict) there
+    name += std::to_string(c);
+    names.push_back(std::move(name));
   }
   return Table(std::move(cols), std::move(names));
 }
