@@ -204,8 +204,8 @@ class Collective {
         all[static_cast<std::size_t>(m->source)] = std::move(m->data);
         ++got;
       } else if (Clock::now() > deadline) {
-        throw comm_error(comm_.logger().prefix() + "no figures from " +
-                         std::to_string(n - got) + " rank(s) within the timeout");
+        throw comm_error(comm_.logger().prefix() + "no figures from " + std::to_string(n - got) +
+                         " rank(s) within the timeout");
       } else {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
@@ -292,7 +292,8 @@ class Bench {
       if (last) br_.statistics().clear();  // the statistics are of the last run
       const RunResult mine = run(static_cast<OpID>(i % 0xFF00), total);
       std::vector<RunResult> all;
-      for (const auto& b : coll_.allgather(mine.encode())) all.push_back(RunResult::decode(b, total));
+      for (const auto& b : coll_.allgather(mine.encode()))
+        all.push_back(RunResult::decode(b, total));
       const std::string problem = validate(all, total);
       if (!problem.empty()) ++failed;
       if (print) print_run(all, i < o_.warmups, problem);
@@ -426,9 +427,9 @@ class Bench {
   }
 
   void print_setup() const {
-    std::cout << "spillway-bench-shuffle: -C " << o_.comm << " | nranks " << comm_.nranks()
-              << " | " << (gpu_ ? "GPU" : "CPU") << " path | -c " << o_.columns << " -n "
-              << o_.rows << " -p " << o_.in_parts << " -o " << o_.out_parts
+    std::cout << "spillway-bench-shuffle: -C " << o_.comm << " | nranks " << comm_.nranks() << " | "
+              << (gpu_ ? "GPU" : "CPU") << " path | -c " << o_.columns << " -n " << o_.rows
+              << " -p " << o_.in_parts << " -o " << o_.out_parts
               << (o_.pre_partitioned ? " -g" : "") << (o_.discard ? " -s" : "") << "\n"
               << "Local size: " << format_bytes(input_bytes())
               << " | Total size: " << format_bytes(input_bytes() * comm_.nranks()) << "\n"
@@ -439,15 +440,13 @@ class Bench {
     }
   }
 
-  void print_run(const std::vector<RunResult>& all, bool warmup,
-                 const std::string& problem) const {
+  void print_run(const std::vector<RunResult>& all, bool warmup, const std::string& problem) const {
     double slowest = 0;
     for (const auto& r : all) slowest = std::max(slowest, r.seconds);
     const double mine = all[0].seconds;
     std::cout << "elapsed: " << fixed(mine, 4)
               << " sec | local throughput: " << rate(input_bytes(), mine)
-              << " | global throughput: "
-              << rate(input_bytes() * double(all.size()), slowest)
+              << " | global throughput: " << rate(input_bytes() * double(all.size()), slowest)
               << (warmup ? " (warmup run)" : "") << " | excluded " << fixed(all[0].excluded, 3)
               << " s | " << (problem.empty() ? "validated" : "INVALID: " + problem) << "\n";
   }
@@ -497,7 +496,7 @@ class Bench {
     if (!f) throw io_error("cannot write --json file '" + o_.json + "'");
     auto limit = [&](MemoryType t) {
       return br_.is_live(t) && br_.limit(t) != unlimited_bytes ? std::to_string(br_.limit(t))
-                                                                : std::string("null");
+                                                               : std::string("null");
     };
     f << "{\"comm\":\"" << o_.comm << "\",\"nranks\":" << comm_.nranks()
       << ",\"gpu\":" << (gpu_ ? "true" : "false") << ",\"columns\":" << o_.columns

@@ -11,8 +11,10 @@
 
 #include <array>
 #include <climits>
+#include <deque>
 #include <exception>
 #include <list>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -67,6 +69,16 @@ std::size_t pieces(std::size_t bytes) {
 
 class MpiRequest;
 
+/// Transfers that match on the receiving side by post order: the same direction, peer and MPI
+/// tag. MPI matches a peer's messages of one tag in the order they were posted, so the pieces
+/// of such transfers must be posted transfer after transfer, each in piece order, on both sides.
+struct PostKey {
+  bool is_send;
+  Rank peer;
+  int tag;
+  friend auto operator<=>(const PostKey&, const PostKey&) = default;
+};
+
 /// What the communicator and its requests share.
 struct MpiState {
   MPI_Comm comm{MPI_COMM_NULL};
@@ -80,6 +92,9 @@ struct MpiState {
   // others moving, or two ranks each waiting on their own send deadlock.
   std::recursive_mutex progress_mutex;
   std::vector<std::weak_ptr<MpiRequest>> staged;
+  /// Per key, the transfers (in start order) that have pieces left to post; only the first
+  /// may post. Under progress_mutex.
+  std::map<PostKey, std::deque<const MpiRequest*>> posting;
 
   [[nodiscard]] std::unique_lock<std::mutex> lock() {
     return serialize ? std::unique_lock(mutex) : std::unique_lock<std::mutex>();
@@ -107,15 +122,19 @@ class MpiRequest final : public detail::Request {
         buf_{buf},
         st_{std::move(st)},
         total_{pieces(buf.size())},
-        staged_{buf.mem_type() == MemoryType::DEVICE} {
+        staged_{buf.mem_type() == MemoryType::DEVICE},
+        key_{is_send, peer, MpiState::buffer_tag(tag)} {
     if (!staged_) {
-      auto g = st_->lock();
       reqs_.resize(total_, MPI_REQUEST_NULL);
       status_.resize(total_);
-      for (std::size_t i = 0; i < total_; ++i)
-        post(i, buf_.size() > 0 ? buf_.data() + i * piece : nullptr, reqs_[i]);
-      return;
     }
+    {
+      std::lock_guard lock(st_->progress_mutex);
+      auto& queue = st_->posting[key_];
+      queue.push_back(this);
+      if (!staged_ && queue.front() == this) post_all();
+    }
+    if (!staged_) return;
     BufferResource& br = *st_->br;
     const MemoryType bounce_tier =
         br.is_live(MemoryType::PINNED_HOST) ? MemoryType::PINNED_HOST : MemoryType::HOST;
@@ -127,6 +146,12 @@ class MpiRequest final : public detail::Request {
 
   bool progress() override {
     if (finished_ == total_) return true;
+    if (!staged_ && posted_ < total_) {  // waiting for earlier transfers of its key to post
+      progress_staged(*st_);
+      std::lock_guard lock(st_->progress_mutex);
+      if (st_->posting[key_].front() != this) return false;
+      post_all();
+    }
     auto g = st_->lock();
     if (!staged_) {
       int flag = 0;
@@ -161,19 +186,15 @@ class MpiRequest final : public detail::Request {
   /// Steps every live staged transfer of the communicator.
   static void progress_staged(MpiState& st) {
     std::lock_guard lock(st.progress_mutex);
-    for (std::size_t i = 0; i < st.staged.size();) {
-      if (auto r = st.staged[i].lock()) {
-        r->step();
-        ++i;
-      } else {
-        st.staged[i] = st.staged.back();
-        st.staged.pop_back();
-      }
+    std::erase_if(st.staged, [](const std::weak_ptr<MpiRequest>& w) { return w.expired(); });
+    for (std::size_t i = 0; i < st.staged.size(); ++i) {
+      if (auto r = st.staged[i].lock()) r->step();
     }
   }
 
   void cancel() noexcept override {
     std::lock_guard progress(st_->progress_mutex);
+    leave_queue();
     if (finished_ == total_) return;
     auto g = st_->lock();
     auto drop = [](MPI_Request& r) {
@@ -205,6 +226,34 @@ class MpiRequest final : public detail::Request {
     return std::min(piece, buf_.size() - std::min(buf_.size(), i * piece));
   }
 
+  /// Whether piece `i` may be posted now: it is the next of this transfer, and every earlier
+  /// transfer of the same key has posted all of its pieces. Under progress_mutex.
+  [[nodiscard]] bool may_post(std::size_t i) const {
+    return i == posted_ && st_->posting[key_].front() == this;
+  }
+
+  /// Counts a posted piece; after the last one the next transfer of the key may post.
+  void posted() {
+    if (++posted_ == total_) leave_queue();
+  }
+
+  /// Under progress_mutex.
+  void leave_queue() noexcept {
+    const auto it = st_->posting.find(key_);
+    if (it == st_->posting.end()) return;
+    std::erase(it->second, this);
+    if (it->second.empty()) st_->posting.erase(it);
+  }
+
+  /// A host transfer: every piece at once, straight from or into the buffer.
+  void post_all() {
+    auto g = st_->lock();
+    for (std::size_t i = 0; i < total_; ++i) {
+      post(i, buf_.size() > 0 ? buf_.data() + i * piece : nullptr, reqs_[i]);
+      posted();
+    }
+  }
+
   void post(std::size_t i, void* at, MPI_Request& req) {
     const int n = static_cast<int>(length(i));
     const int mtag = MpiState::buffer_tag(tag);
@@ -232,6 +281,7 @@ class MpiRequest final : public detail::Request {
     switch (sl.phase) {
       case Phase::free:
         if (next_ == total_) return;
+        if (!is_send && !may_post(next_)) return;
         sl.index = next_++;
         device = buf_.size() > 0 ? buf_.data() + sl.index * piece : nullptr;
         if (is_send) {
@@ -242,13 +292,16 @@ class MpiRequest final : public detail::Request {
           sl.phase = Phase::copying;
         } else {
           post(sl.index, bounce, sl.req);
+          posted();
           sl.phase = Phase::transferring;
         }
         return;
       case Phase::copying:
         if (!sl.event.is_complete()) return;
         if (is_send) {
+          if (!may_post(sl.index)) return;
           post(sl.index, bounce, sl.req);
+          posted();
           sl.phase = Phase::transferring;
         } else {
           sl.phase = Phase::free;
@@ -278,6 +331,8 @@ class MpiRequest final : public detail::Request {
   std::shared_ptr<MpiState> st_;
   const std::size_t total_;
   const bool staged_;
+  const PostKey key_;
+  std::size_t posted_{0};  // pieces handed to MPI
   std::vector<MPI_Request> reqs_;
   std::vector<MPI_Status> status_;  // for MPI_Testall, kept across tests
   std::unique_ptr<Buffer> bounce_;

@@ -190,9 +190,8 @@ void Shuffler::Impl::post_receives() {
     if (buf->mem_type() != MemoryType::DEVICE && br.is_live(MemoryType::DEVICE)) {
       br.statistics().add_bytes("recv-into-host-memory", static_cast<double>(h.payload_bytes));
     }
-    receives.push_back(
-        {comm.recv(deferred.front().source, tag(stage_payload), std::move(buf)), h.pid,
-         std::move(h.metadata)});
+    receives.push_back({comm.recv(deferred.front().source, tag(stage_payload), std::move(buf)),
+                        h.pid, std::move(h.metadata)});
     deferred.pop_front();
   }
 }

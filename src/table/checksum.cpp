@@ -32,18 +32,16 @@ TableChecksum checksum(const TableView& table, std::size_t threads) {
     std::uint64_t sum{0};
   };
   std::vector<Partial> partial(threads);
-  detail::parallel_ranges(table.num_rows(), threads,
-                          [&](std::size_t t, std::size_t a, std::size_t b) {
-                            std::uint64_t s = 0;
-                            for (std::size_t r = a; r < b; ++r) {
-                              const std::uint64_t hi =
-                                  raw_row_hash(table, r, detail::checksum_seed_hi);
-                              const std::uint64_t lo =
-                                  raw_row_hash(table, r, detail::checksum_seed_lo);
-                              s += (hi << 32) | lo;
-                            }
-                            partial[t].sum = s;
-                          });
+  detail::parallel_ranges(
+      table.num_rows(), threads, [&](std::size_t t, std::size_t a, std::size_t b) {
+        std::uint64_t s = 0;
+        for (std::size_t r = a; r < b; ++r) {
+          const std::uint64_t hi = raw_row_hash(table, r, detail::checksum_seed_hi);
+          const std::uint64_t lo = raw_row_hash(table, r, detail::checksum_seed_lo);
+          s += (hi << 32) | lo;
+        }
+        partial[t].sum = s;
+      });
   TableChecksum out{table.num_rows(), 0};
   for (const auto& p : partial) out.sum += p.sum;
   return out;

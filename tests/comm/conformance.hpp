@@ -82,6 +82,32 @@ inline std::vector<CommCase> conformance_cases() {
          }
        }});
 
+  cases.push_back({"SameTagTransfersArriveInOrder", [](Communicator& comm, BufferResource& br) {
+                     // Several multi-piece buffers with one tag in flight at once, the tiers mixed
+                     // on both sides: the k-th receive gets the k-th send whole (pieces never cross
+                     // transfers).
+                     const Rank me = comm.rank();
+                     const int n = comm.nranks();
+                     const Rank to = (me + 1) % n;
+                     const Rank from = (me + n - 1) % n;
+                     const auto tiers = comm_tiers(br);
+                     const std::size_t count = 6;
+                     std::vector<std::unique_ptr<Future>> sends, recvs;
+                     std::vector<std::uint64_t> seeds;
+                     auto bytes = [](std::size_t k) { return 37 * MiB + k * 4099; };
+                     for (std::size_t k = 0; k < count; ++k) {
+                       recvs.push_back(recv_into(comm, br, tiers[(k + 1) % tiers.size()], bytes(k),
+                                                 from, Tag{9, 0}));
+                       seeds.push_back(seed_of(from, me, 100 + k));
+                     }
+                     for (std::size_t k = 0; k < count; ++k) {
+                       sends.push_back(comm.send(
+                           make_in(br, tiers[k % tiers.size()], bytes(k), seed_of(me, to, 100 + k)),
+                           to, Tag{9, 0}));
+                     }
+                     wait_and_verify(comm, br, sends, recvs, seeds);
+                   }});
+
   cases.push_back({"ZeroLengthMessages", [](Communicator& comm, BufferResource& br) {
                      const Rank to = (comm.rank() + 1) % comm.nranks();
                      const Rank from = (comm.rank() + comm.nranks() - 1) % comm.nranks();

@@ -250,8 +250,8 @@ TEST_F(GpuTable, ChecksumEqualsTheCpu) {
 }
 
 TEST_F(GpuTable, RandomInt32TableEqualsTheCpu) {
-  for (const auto& [min, max] : {std::pair{0, 1000}, std::pair{-5, -5},
-                                std::pair{INT32_MIN, INT32_MAX}}) {
+  for (const auto& [min, max] :
+       {std::pair{0, 1000}, std::pair{-5, -5}, std::pair{INT32_MIN, INT32_MAX}}) {
     const Table h = random_int32_table(100003, 3, min, max, 11, br);
     const Table d = gpu::random_int32_table(100003, 3, min, max, 11, br, stream);
     EXPECT_EQ(d.column(0).data().mem_type(), MemoryType::DEVICE);

@@ -32,7 +32,7 @@ Table random_table(const RandomTableOptions& options, BufferResource& br);
 /// in parallel on all cores: the benchmark input. Counter-based: row i of column c depends only
 /// on (seed, c, i), so gpu::random_int32_table gives the same bytes on the GPU.
 /// @throws spillway::logic_error when min > max
-Table random_int32_table(std::size_t rows, std::size_t columns, std::int32_t min,
-                         std::int32_t max, std::uint64_t seed, BufferResource& br);
+Table random_int32_table(std::size_t rows, std::size_t columns, std::int32_t min, std::int32_t max,
+                         std::uint64_t seed, BufferResource& br);
 
 }  // namespace spillway

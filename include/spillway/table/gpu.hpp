@@ -69,7 +69,7 @@ TableChecksum checksum(const TableView& table, BufferResource& br, Stream stream
 
 /// spillway::random_int32_table made on the GPU: a DEVICE table with the same bytes.
 /// @throws spillway::logic_error when min > max
-Table random_int32_table(std::size_t rows, std::size_t columns, std::int32_t min,
-                         std::int32_t max, std::uint64_t seed, BufferResource& br, Stream stream);
+Table random_int32_table(std::size_t rows, std::size_t columns, std::int32_t min, std::int32_t max,
+                         std::uint64_t seed, BufferResource& br, Stream stream);
 
 }  // namespace spillway::gpu

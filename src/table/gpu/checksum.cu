@@ -26,8 +26,8 @@ __device__ std::uint32_t raw_row_hash(const DeviceColumn* cols, std::uint32_t nc
     std::uint32_t e = 0;
     if (c.type == TypeId::STRING) {
       const std::int32_t a = c.offsets[row];
-      e = spillway::detail::raw_element_hash(valid, c.data + a,
-                                             static_cast<std::size_t>(c.offsets[row + 1] - a), seed);
+      e = spillway::detail::raw_element_hash(
+          valid, c.data + a, static_cast<std::size_t>(c.offsets[row + 1] - a), seed);
     } else {
       e = spillway::detail::raw_element_hash(valid, c.data + row * c.width, c.width, seed);
     }

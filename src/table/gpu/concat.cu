@@ -86,8 +86,8 @@ Table concat(std::span<const TableView> tables, BufferResource& br, Stream strea
     SPILLWAY_EXPECTS(total_chars <= static_cast<std::size_t>(INT32_MAX),
                      "concat: more characters than int32 offsets allow");
     const std::size_t w = type == TypeId::STRING ? 0 : size_of(type);
-    auto data = br.allocate(MemoryType::DEVICE, type == TypeId::STRING ? total_chars : rows * w,
-                            stream);
+    auto data =
+        br.allocate(MemoryType::DEVICE, type == TypeId::STRING ? total_chars : rows * w, stream);
     std::unique_ptr<Buffer> offs;
     if (type == TypeId::STRING) {
       offs = br.allocate(MemoryType::DEVICE, (rows + 1) * sizeof(std::int32_t), stream);

@@ -21,10 +21,10 @@ __global__ void fill_kernel(std::int32_t* out, std::size_t rows, std::uint64_t s
 
 }  // namespace
 
-Table random_int32_table(std::size_t rows, std::size_t columns, std::int32_t min,
-                         std::int32_t max, std::uint64_t seed, BufferResource& br, Stream stream) {
-  SPILLWAY_EXPECTS(min <= max, "random_int32_table: min " + std::to_string(min) +
-                                   " is above max " + std::to_string(max));
+Table random_int32_table(std::size_t rows, std::size_t columns, std::int32_t min, std::int32_t max,
+                         std::uint64_t seed, BufferResource& br, Stream stream) {
+  SPILLWAY_EXPECTS(min <= max, "random_int32_table: min " + std::to_string(min) + " is above max " +
+                                   std::to_string(max));
   const std::uint64_t range = std::uint64_t(std::int64_t{max} - min + 1) & 0xFFFFFFFFULL;
   std::vector<Column> cols;
   std::vector<std::string> names;
@@ -32,8 +32,8 @@ Table random_int32_table(std::size_t rows, std::size_t columns, std::int32_t min
     auto data = br.allocate(MemoryType::DEVICE, rows * sizeof(std::int32_t), stream);
     if (rows > 0) {
       const unsigned blocks = std::min(detail::blocks_for(rows, 256), 65535U * 16);
-      fill_kernel<<<blocks, 256, 0, detail::raw(stream)>>>(
-          detail::as<std::int32_t>(*data), rows, seed, c, min, range);
+      fill_kernel<<<blocks, 256, 0, detail::raw(stream)>>>(detail::as<std::int32_t>(*data), rows,
+                                                           seed, c, min, range);
       SPILLWAY_CUDA_TRY(cudaGetLastError());
     }
     cols.emplace_back(TypeId::INT32, rows, std::move(data));
