@@ -9,9 +9,12 @@
 //
 // Timing: each run is timed from the barrier before the first insert to the last extracted
 // partition (the Shuffler destroyed). The input is made inside the run, one table at a time
-// (so a device limit below the input size still holds), but the time to make it and the time
-// of the checksums are measured and taken out of the figures. Local throughput: this rank's
-// input bytes over its time; global: all ranks' bytes over the slowest rank's time.
+// (so a device limit below the input size still holds); the time to make it is measured and
+// taken out (the transfers of earlier tables go on meanwhile, which -p 1 avoids). The inserted
+// chunks' checksums are computed before the timed part (the input is deterministic); the
+// extracted partitions' are added up on the GPU inside it (so they cost the figures a little)
+// and, on the CPU path, measured and taken out. Local throughput: this rank's input bytes over
+// its time; global: all ranks' bytes over the slowest rank's time.
 #include <spillway/comm/local.hpp>
 #include <spillway/comm/mpi.hpp>
 #include <spillway/comm/single.hpp>
@@ -343,17 +346,43 @@ class Bench {
     return random_int32_table(rows, o_.columns, 0, max, seed, br_);
   }
 
-  std::vector<PackedData> partition(const Table& input, std::size_t total) {
+  /// Rows [a, b) of a table of fixed-width columns without nulls (the benchmark's input).
+  static TableView slice(const TableView& t, std::size_t a, std::size_t b) {
+    TableView out = t;
+    for (ColumnView& c : out.columns) {
+      SPILLWAY_EXPECTS(is_fixed_width(c.type) && !c.nullable(), "slice: int32 columns only");
+      c.data = static_cast<const std::byte*>(c.data) + a * size_of(c.type);
+      c.size = b - a;
+    }
+    return out;
+  }
+
+  /// Partitions `input` into its chunks and hands each to fn(pid, chunk). With -g, partition
+  /// p is the p-th of `total` even row ranges, packed on its own: the other ranks' partitions
+  /// first, so that their transfers overlap the packing of this rank's own. Otherwise the
+  /// rows are hashed on column 0, all partitions in one pass.
+  template <typename Fn>
+  void for_each_chunk(const Table& input, std::size_t total, Fn&& fn) {
     const TableView v = input.view();
     if (o_.pre_partitioned) {
-      std::vector<std::size_t> splits;
-      for (std::size_t k = 1; k < total; ++k) splits.push_back(v.num_rows() * k / total);
-      return gpu_ ? gpu::split_and_pack(v, splits, br_, br_.stream())
-                  : split_and_pack(v, splits, br_);
+      const int n = comm_.nranks();
+      for (const bool own : {false, true}) {
+        for (std::size_t p = 0; p < total; ++p) {
+          if ((partition_owner::round_robin(static_cast<PartID>(p), n) == comm_.rank()) != own) {
+            continue;
+          }
+          const TableView part = slice(v, v.num_rows() * p / total, v.num_rows() * (p + 1) / total);
+          auto packed = gpu_ ? gpu::split_and_pack(part, {}, br_, br_.stream())
+                             : split_and_pack(part, {}, br_);
+          fn(static_cast<PartID>(p), std::move(packed[0]));
+        }
+      }
+      return;
     }
     const std::size_t keys[] = {0};
-    return gpu_ ? gpu::partition_and_pack(v, keys, total, br_, br_.stream())
-                : partition_and_pack(v, keys, total, br_);
+    auto chunks = gpu_ ? gpu::partition_and_pack(v, keys, total, br_, br_.stream())
+                       : partition_and_pack(v, keys, total, br_);
+    for (std::size_t p = 0; p < total; ++p) fn(static_cast<PartID>(p), std::move(chunks[p]));
   }
 
   RunResult run(OpID op, std::size_t total) {
@@ -363,6 +392,22 @@ class Bench {
     auto since = [](Clock::time_point t) {
       return std::chrono::duration<double>(Clock::now() - t).count();
     };
+    // Untimed: what this rank will insert, per partition (the input is deterministic).
+    for (std::size_t i = 0; i < o_.in_parts; ++i) {
+      const Table input = make_input(i);
+      for_each_chunk(input, total, [&](PartID pid, PackedData&& chunk) {
+        br_.stream().synchronize();
+        r.in[pid] += checksum_of(chunk);
+      });
+    }
+    // The extracted partitions' checksums: on the GPU they add up on the stream, inside the
+    // timed region, and are read after it; on the CPU their time is taken out.
+    std::unique_ptr<Buffer> sums;
+    if (gpu_) {
+      sums = br_.allocate(MemoryType::DEVICE, total * sizeof(TableChecksum), br_.stream());
+      br_.stream().synchronize();
+      cuda::memset_device(sums->data(), 0, sums->size());
+    }
     std::vector<Table> kept;  // the output partitions, without -s
     comm_.barrier();
     br_.reset_peak(MemoryType::HOST);
@@ -371,21 +416,16 @@ class Bench {
     {
       Shuffler shuffler(comm_, op, static_cast<PartID>(total), br_, partition_owner::round_robin);
       for (std::size_t i = 0; i < o_.in_parts; ++i) {
-        auto t = Clock::now();
+        const auto t = Clock::now();
         Table input = make_input(i);
         br_.stream().synchronize();
         r.excluded += since(t);
-        auto chunks = partition(input, total);
+        for_each_chunk(input, total, [&](PartID pid, PackedData&& chunk) {
+          std::unordered_map<PartID, PackedData> m;
+          m.emplace(pid, std::move(chunk));
+          shuffler.insert(std::move(m));
+        });
         input = Table{};  // consumed: RapidsMPF's bench releases each input after packing
-        br_.stream().synchronize();
-        t = Clock::now();
-        std::unordered_map<PartID, PackedData> m;
-        for (std::size_t p = 0; p < total; ++p) {
-          r.in[p] += checksum_of(chunks[p]);
-          m.emplace(static_cast<PartID>(p), std::move(chunks[p]));
-        }
-        r.excluded += since(t);
-        shuffler.insert(std::move(m));
       }
       shuffler.insert_finished();
       while (!shuffler.finished()) {
@@ -393,10 +433,13 @@ class Bench {
         auto parts = shuffler.extract(pid);
         Table out = gpu_ ? gpu::unpack_and_concat(std::move(parts), br_, br_.stream())
                          : unpack_and_concat(std::move(parts), br_);
-        br_.stream().synchronize();
-        const auto t = Clock::now();
-        r.out[pid] += checksum_of(out.view());
-        r.excluded += since(t);
+        if (gpu_) {
+          gpu::add_checksum(out.view(), *sums, pid, br_, br_.stream());
+        } else {
+          const auto t = Clock::now();
+          r.out[pid] += checksum_of(out.view());
+          r.excluded += since(t);
+        }
         if (!o_.discard) kept.push_back(std::move(out));
       }
     }
@@ -404,6 +447,10 @@ class Bench {
     r.seconds = since(t0) - r.excluded;
     r.peak_device = gpu_ ? br_.peak(MemoryType::DEVICE) : 0;
     r.peak_host = br_.peak(MemoryType::HOST);
+    if (gpu_) {
+      cuda::memcpy_async(r.out.data(), sums->data(), sums->size(), br_.stream());
+      br_.stream().synchronize();
+    }
     return r;
   }
 

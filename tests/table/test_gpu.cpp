@@ -249,6 +249,28 @@ TEST_F(GpuTable, ChecksumEqualsTheCpu) {
   }
 }
 
+TEST_F(GpuTable, AddChecksumAccumulatesPerSlot) {
+  const Table a = host_table(1000, 0.1, 1);
+  const Table b = host_table(2345, 0.0, 2);
+  const Table da = on_device(a);
+  const Table db = on_device(b);
+  auto sums = br.allocate(MemoryType::DEVICE, 3 * sizeof(TableChecksum), stream);
+  stream.view().synchronize();  // the allocation, ordered on `stream`
+  cuda::memset_device(sums->data(), 0, sums->size());
+  gpu::add_checksum(da.view(), *sums, 1, br, stream);
+  gpu::add_checksum(db.view(), *sums, 1, br, stream);
+  gpu::add_checksum(db.view(), *sums, 2, br, stream);
+  std::vector<TableChecksum> got(3);
+  cuda::memcpy_async(got.data(), sums->data(), sums->size(), stream);
+  stream.view().synchronize();
+  TableChecksum both = checksum(a.view());
+  both += checksum(b.view());
+  EXPECT_EQ(got[0], TableChecksum{});
+  EXPECT_EQ(got[1], both);
+  EXPECT_EQ(got[2], checksum(b.view()));
+  EXPECT_THROW(gpu::add_checksum(da.view(), *sums, 3, br, stream), logic_error);
+}
+
 TEST_F(GpuTable, RandomInt32TableEqualsTheCpu) {
   for (const auto& [min, max] :
        {std::pair{0, 1000}, std::pair{-5, -5}, std::pair{INT32_MIN, INT32_MAX}}) {

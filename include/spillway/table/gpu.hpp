@@ -67,6 +67,13 @@ Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stre
 /// spillway::checksum of a table in device memory (the same value). Synchronizes `stream`.
 TableChecksum checksum(const TableView& table, BufferResource& br, Stream stream);
 
+/// Adds the checksum of `table` (device memory) into slot `slot` of `sums`, a DEVICE buffer of
+/// TableChecksum values (zeroed by the caller), without waiting: checksums of many tables
+/// accumulate on `stream` and are copied back once. @throws spillway::logic_error when the
+/// slot is outside `sums`
+void add_checksum(const TableView& table, Buffer& sums, std::size_t slot, BufferResource& br,
+                  Stream stream);
+
 /// spillway::random_int32_table made on the GPU: a DEVICE table with the same bytes.
 /// @throws spillway::logic_error when min > max
 Table random_int32_table(std::size_t rows, std::size_t columns, std::int32_t min, std::int32_t max,

@@ -37,7 +37,7 @@ __device__ std::uint32_t raw_row_hash(const DeviceColumn* cols, std::uint32_t nc
 }
 
 __global__ void checksum_kernel(const DeviceColumn* cols, std::uint32_t ncols, std::size_t rows,
-                                unsigned long long* sum) {
+                                unsigned long long* slot) {
   using Reduce = cub::BlockReduce<unsigned long long, block_threads>;
   __shared__ typename Reduce::TempStorage temp;
   unsigned long long s = 0;
@@ -48,32 +48,43 @@ __global__ void checksum_kernel(const DeviceColumn* cols, std::uint32_t ncols, s
     s += (hi << 32) | lo;
   }
   const unsigned long long block = Reduce(temp).Sum(s);
-  if (threadIdx.x == 0) atomicAdd(sum, block);
+  if (threadIdx.x == 0) {
+    atomicAdd(slot + 1, block);  // TableChecksum: rows, then sum
+    if (blockIdx.x == 0) atomicAdd(slot, static_cast<unsigned long long>(rows));
+  }
 }
 
 }  // namespace
 
-TableChecksum checksum(const TableView& table, BufferResource& br, Stream stream) {
+void add_checksum(const TableView& table, Buffer& sums, std::size_t slot, BufferResource& br,
+                  Stream stream) {
+  static_assert(sizeof(TableChecksum) == 2 * sizeof(unsigned long long));
+  SPILLWAY_EXPECTS(sums.mem_type() == MemoryType::DEVICE &&
+                       (slot + 1) * sizeof(TableChecksum) <= sums.size(),
+                   "add_checksum: slot " + std::to_string(slot) + " is not in the DEVICE buffer");
   const std::size_t rows = table.num_rows();
-  TableChecksum out{rows, 0};
-  if (rows == 0 || table.num_columns() == 0) return out;
+  if (rows == 0) return;
   std::vector<DeviceColumn> cols;
   for (const auto& c : table.columns) cols.push_back(detail::to_device_column(c));
-  auto d_cols = detail::to_device(cols, br, stream);
-  auto d_sum = br.allocate(MemoryType::DEVICE, sizeof(unsigned long long), stream);
-  SPILLWAY_CUDA_TRY(cudaMemsetAsync(d_sum->data(), 0, d_sum->size(), detail::raw(stream)));
+  auto d_cols = detail::to_device(cols, br, stream);  // freed in stream order
   int sms = 0;
   SPILLWAY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, br.device()));
   const unsigned blocks =
       std::min(detail::blocks_for(rows, block_threads), static_cast<unsigned>(sms) * 8);
   checksum_kernel<<<blocks, block_threads, 0, detail::raw(stream)>>>(
       detail::as<const DeviceColumn>(*d_cols), static_cast<std::uint32_t>(cols.size()), rows,
-      detail::as<unsigned long long>(*d_sum));
+      detail::as<unsigned long long>(sums) + 2 * slot);
   SPILLWAY_CUDA_TRY(cudaGetLastError());
-  std::vector<unsigned long long> sum(1);
-  detail::to_host(sum, d_sum->data(), stream);
-  out.sum = sum[0];
-  return out;
+}
+
+TableChecksum checksum(const TableView& table, BufferResource& br, Stream stream) {
+  auto sums = br.allocate(MemoryType::DEVICE, sizeof(TableChecksum), stream);
+  SPILLWAY_CUDA_TRY(cudaMemsetAsync(sums->data(), 0, sums->size(), detail::raw(stream)));
+  add_checksum(table, *sums, 0, br, stream);
+  std::vector<TableChecksum> out(1);
+  detail::to_host(out, sums->data(), stream);
+  out[0].rows = table.num_rows();  // also for tables without columns
+  return out[0];
 }
 
 }  // namespace spillway::gpu

@@ -41,6 +41,9 @@ Table unpack_and_concat(std::vector<PackedData>, BufferResource&, Stream) {
 TableChecksum checksum(const TableView&, BufferResource&, Stream) {
   no_cuda("checksum");
 }
+void add_checksum(const TableView&, Buffer&, std::size_t, BufferResource&, Stream) {
+  no_cuda("add_checksum");
+}
 Table random_int32_table(std::size_t, std::size_t, std::int32_t, std::int32_t, std::uint64_t,
                          BufferResource&, Stream) {
   no_cuda("random_int32_table");
