@@ -481,6 +481,8 @@ class Bench {
               << "Local size: " << format_bytes(input_bytes())
               << " | Total size: " << format_bytes(input_bytes() * comm_.nranks()) << "\n"
               << "Memory: " << br_.usage() << "\n"
+              << "Device headroom for incoming chunks: "
+              << format_bytes(double(br_.headroom(MemoryType::DEVICE))) << "\n"
               << "Allocators: " << br_.describe() << "\n";
     if (o_.no_overbooking) {
       std::cout << "-b: spillway's limits are hard and reservations never overbook\n";
@@ -591,6 +593,12 @@ BufferResourceConfig rank_config(const Options& o) {
   if (o.device_limit_mib >= 0) {
     c.limits[static_cast<std::size_t>(MemoryType::DEVICE)] =
         Limit::bytes(std::size_t(o.device_limit_mib) << 20);
+    // Room kept on the GPU for this rank's own work, so that incoming chunks land on the host
+    // rather than being spilled later to make it: an input table and its packed copy, or an
+    // output partition and its chunks while they are concatenated.
+    const std::size_t local = o.rows * o.columns * sizeof(std::int32_t);
+    c.headroom[static_cast<std::size_t>(MemoryType::DEVICE)] =
+        2 * std::max(local / o.in_parts, local / o.out_parts);
   }
   if (o.host_limit_mib >= 0) {
     c.limits[static_cast<std::size_t>(MemoryType::HOST)] =

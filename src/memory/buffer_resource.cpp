@@ -191,11 +191,12 @@ void BufferResource::activate_device() const {
   if (device_ >= 0) cuda::set_device(device_);
 }
 
-bool BufferResource::try_charge(MemoryType t, std::size_t bytes) noexcept {
+bool BufferResource::try_charge(MemoryType t, std::size_t bytes, std::size_t keep_free) noexcept {
   auto& tier = tiers_[index(t)];
+  const std::size_t limit = tier.limit - std::min(tier.limit, keep_free);
   std::size_t cur = tier.used.load(std::memory_order_relaxed);
   do {
-    if (bytes > tier.limit || cur > tier.limit - bytes) return false;
+    if (bytes > limit || cur > limit - bytes) return false;
   } while (!tier.used.compare_exchange_weak(cur, cur + bytes, std::memory_order_acq_rel));
   const std::size_t now = cur + bytes;
   if (t == MemoryType::HOST && tier.limit != unlimited_bytes) trim_host_cache();
@@ -269,8 +270,10 @@ MemoryReservation BufferResource::reserve_first_fit(std::span<const MemoryType> 
     if (is_live(t)) live.push_back(t);
   }
   SPILLWAY_EXPECTS(!live.empty(), "reserve_first_fit: none of the given tiers is available");
-  for (MemoryType t : live) {
-    if (try_charge(t, bytes)) return MemoryReservation(this, t, bytes);
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    const MemoryType t = live[i];
+    const std::size_t keep = i + 1 < live.size() ? config_.headroom[index(t)] : 0;
+    if (try_charge(t, bytes, keep)) return MemoryReservation(this, t, bytes);
   }
   for (std::size_t i = live.size() > 1 ? 1 : 0; i < live.size(); ++i) {
     if (auto res = reserve_or_spill(live[i], bytes)) return std::move(*res);

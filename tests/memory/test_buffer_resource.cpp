@@ -229,6 +229,26 @@ TEST(BufferResource, ReserveFirstFitLandsLowerWithoutEvicting) {
   EXPECT_EQ(r2.mem_type(), MemoryType::HOST);
 }
 
+TEST(BufferResource, ReserveFirstFitKeepsTheHeadroomFree) {
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(MiB);
+  cfg.headroom[index(MemoryType::HOST)] = 256 * KiB;
+  BufferResource br(cfg);
+  const std::array<MemoryType, 2> order{MemoryType::HOST, MemoryType::DISK};
+  auto a = br.reserve_first_fit(order, 512 * KiB);  // leaves 512 KiB free: HOST
+  EXPECT_EQ(a.mem_type(), MemoryType::HOST);
+  auto b = br.reserve_first_fit(order, 384 * KiB);  // would leave 128 KiB < headroom: lower
+  EXPECT_EQ(b.mem_type(), MemoryType::DISK);
+  auto c = br.reserve(MemoryType::HOST, 512 * KiB);  // a plain reserve may use the headroom
+  EXPECT_EQ(br.used(MemoryType::HOST), MiB);
+  // The last tier of the order is not held back by its headroom.
+  c.release();
+  const std::array<MemoryType, 1> host_only{MemoryType::HOST};
+  auto d = br.reserve_first_fit(host_only, 384 * KiB);
+  EXPECT_EQ(d.mem_type(), MemoryType::HOST);
+}
+
 TEST(BufferResource, MemoryProfileSeesAllocationsFromEveryThread) {
   TempDir dir;
   auto cfg = test::small_config(dir.path());

@@ -45,7 +45,10 @@ struct BufferResourceConfig {
   std::size_t spill_task_size{8u << 20};
   std::size_t spill_file_size{1u << 30};
   std::size_t staging_size{0};  // 0: 2 x io_threads x spill_task_size
-  /// Background spilling: period (0 = off) and the free bytes to keep per tier.
+  /// Background spilling: period (0 = off) and the free bytes to keep per tier. The headroom
+  /// also steers reserve_first_fit: a tier is "with room" only if the bytes leave its headroom
+  /// free, so movable data (a shuffle's incoming chunks) lands lower instead of taking the
+  /// memory that local work (making and packing the next input) would then have to spill for.
   std::chrono::milliseconds spill_period{0};
   std::array<std::size_t, 4> headroom{};
   bool statistics{true};
@@ -81,6 +84,10 @@ class BufferResource {
   [[nodiscard]] std::size_t used(MemoryType t) const noexcept {
     return tiers_[index(t)].used.load(std::memory_order_relaxed);
   }
+  /// The configured headroom of tier `t` (BufferResourceConfig::headroom).
+  [[nodiscard]] std::size_t headroom(MemoryType t) const noexcept {
+    return config_.headroom[index(t)];
+  }
   /// The largest `used(t)` seen since construction or `reset_peak(t)`.
   [[nodiscard]] std::size_t peak(MemoryType t) const noexcept {
     return tiers_[index(t)].peak.load(std::memory_order_relaxed);
@@ -103,9 +110,10 @@ class BufferResource {
   /// @throws spillway::out_of_memory with used/limit of every tier when it cannot be met;
   ///         spillway::logic_error when the tier is absent.
   MemoryReservation reserve(MemoryType t, std::size_t bytes);
-  /// The first live tier of `order` with room, without spilling; if none, each live tier after
-  /// the first (or the only one) in order again, now allowing spilling. So data lands lower
-  /// instead of evicting the preferred tier. @throws spillway::out_of_memory
+  /// The first live tier of `order` with room (keeping its configured headroom free, except on
+  /// the last tier), without spilling; if none, each live tier after the first (or the only
+  /// one) in order again, now allowing spilling. So data lands lower instead of evicting the
+  /// preferred tier. @throws spillway::out_of_memory
   MemoryReservation reserve_first_fit(std::span<const MemoryType> order, std::size_t bytes);
 
   /// Allocates `bytes` drawn from `reservation` (DEVICE, PINNED_HOST or HOST), valid on `stream`.
@@ -158,7 +166,8 @@ class BufferResource {
     std::unique_ptr<MemoryResource> mr;
   };
 
-  bool try_charge(MemoryType t, std::size_t bytes) noexcept;
+  /// Charges `bytes` to tier `t` if they fit under its limit less `keep_free`.
+  bool try_charge(MemoryType t, std::size_t bytes, std::size_t keep_free = 0) noexcept;
   void uncharge(MemoryType t, std::size_t bytes) noexcept;
   std::optional<MemoryReservation> reserve_or_spill(MemoryType t, std::size_t bytes);
   void check_live(MemoryType t) const;
