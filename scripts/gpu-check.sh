@@ -73,19 +73,27 @@ if [ "$only" = all ] || [ "$only" = comm ]; then
 fi
 
 if [ "$only" = all ] || [ "$only" = shuffle ]; then
-  # spillway-bench-shuffle at issue 6's settings (20 GiB per rank, one rank per GPU): -C local
-  # pre-partitioned and hashed, -C mpi under mpirun; then the spill sweep.
+  # The MPI shuffle suite with device buffers, then spillway-bench-shuffle at issue 6's settings
+  # (20 GiB per rank, one rank per GPU): -C local pre-partitioned (one pass, then --overlap)
+  # and hashed, -C mpi under mpirun; then the spill sweep (kept as one archive).
   gpus=$(nvidia-smi -L | wc -l)
+  $MPIRUN -np 2 "$B/tests/test_shuffle_mpi" > "$OUT/test_shuffle_mpi_np2.log" 2>&1 \
+    || { fail=1; tail -40 "$OUT/test_shuffle_mpi_np2.log"; }
+  summary+=("$(printf '%-40s passed=%s' "test_shuffle_mpi (mpirun -np 2)" \
+    "$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/test_shuffle_mpi_np2.log" | head -1)")")
   S="$B/tools/spillway-bench-shuffle"
   A="-c 10 -n 536870912 -p 1 -o 2 -s -x -m pool -r 10 -w 3"
-  timeout 300 "$S" -C local --ranks "$gpus" $A -g --json "$OUT/shuffle_local_g.json" \
-    > "$OUT/shuffle_local_g.log" 2>&1 || { fail=1; tail -20 "$OUT/shuffle_local_g.log"; }
-  timeout 300 "$S" -C local --ranks "$gpus" $A --json "$OUT/shuffle_local_hash.json" \
-    > "$OUT/shuffle_local_hash.log" 2>&1 || { fail=1; tail -20 "$OUT/shuffle_local_hash.log"; }
+  for run in "local_g:-g" "local_g_overlap:-g --overlap" "local_hash:"; do
+    name=${run%%:*}
+    timeout 300 "$S" -C local --ranks "$gpus" $A ${run#*:} --json "$OUT/shuffle_$name.json" \
+      > "$OUT/shuffle_$name.log" 2>&1 || { fail=1; tail -20 "$OUT/shuffle_$name.log"; }
+  done
   $MPIRUN -np "$gpus" "$S" -C mpi $A -g --json "$OUT/shuffle_mpi_g.json" \
     > "$OUT/shuffle_mpi_g.log" 2>&1 || { fail=1; tail -20 "$OUT/shuffle_mpi_g.log"; }
   RANKS=$gpus BENCH="$S" SWEEP_TIMEOUT=200 bash scripts/spill-sweep.sh "$OUT/sweep" \
     > "$OUT/sweep.log" 2>&1 || { fail=1; tail -30 "$OUT/sweep.log"; }
+  cp "$OUT/sweep/sweep-device.md" "$OUT/sweep.md" 2>/dev/null
+  tar czf "$OUT/sweep.tgz" -C "$OUT" sweep && rm -rf "$OUT/sweep"
 fi
 
 echo
@@ -103,6 +111,6 @@ for log in "$OUT"/shuffle_*.log; do
   echo "== $(basename "$log" .log) =="
   grep -E "^spillway-bench-shuffle|^means|^medians|INVALID|FAILED" "$log"
 done
-[ -f "$OUT/sweep/sweep-device.md" ] && { echo "== spill sweep =="; cat "$OUT/sweep/sweep-device.md"; }
+[ -f "$OUT/sweep.md" ] && { echo "== spill sweep =="; cat "$OUT/sweep.md"; }
 echo "gpu-check: $([ $fail -eq 0 ] && echo OK || echo FAILED)"
 exit $fail

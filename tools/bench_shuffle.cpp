@@ -65,6 +65,7 @@ struct Options {
   std::string spill_dir;
   long long disk_limit_mib{-1};
   bool cpu{false};
+  bool overlap{false};
   std::string json;
 };
 
@@ -91,6 +92,8 @@ struct Options {
         "  --spill-dir DIR    where spill files go (default SPILLWAY_SPILL_DIR or /tmp)\n"
         "  --disk-limit MiB   disk tier limit\n"
         "  --cpu           the CPU path (host memory) even where a GPU exists\n"
+        "  --overlap       with -g: pack and send the other ranks' partitions first, one by one,\n"
+        "                  overlapping their transfer with packing the rest (more memory)\n"
         "  --json FILE     all figures, statistics and the profile as JSON (rank 0 writes)\n"
         "  -h              this help\n";
   std::exit(error.empty() ? 0 : 2);
@@ -161,6 +164,8 @@ Options parse(int argc, char** argv) {
       o.disk_limit_mib = number(i, 0);
     } else if (a == "--cpu") {
       o.cpu = true;
+    } else if (a == "--overlap") {
+      o.overlap = true;
     } else if (a == "--json") {
       o.json = value(i);
     } else {
@@ -169,6 +174,7 @@ Options parse(int argc, char** argv) {
   }
   if (o.comm == "single") o.ranks = 1;
   if (o.in_parts > o.rows && o.rows > 0) usage("-p is larger than -n: input tables without rows");
+  if (o.overlap && !o.pre_partitioned) usage("--overlap needs -g");
   return o;
 }
 
@@ -358,12 +364,21 @@ class Bench {
   }
 
   /// Partitions `input` into its chunks and hands each to fn(pid, chunk). With -g, partition
-  /// p is the p-th of `total` even row ranges, packed on its own: the other ranks' partitions
-  /// first, so that their transfers overlap the packing of this rank's own. Otherwise the
-  /// rows are hashed on column 0, all partitions in one pass.
+  /// p is the p-th of `total` even row ranges, all packed in one pass; with --overlap each is
+  /// packed on its own, the other ranks' first, so that their transfers overlap the packing of
+  /// this rank's own (faster, but the input, its packed copy and the incoming chunks are then
+  /// on the GPU together). Otherwise the rows are hashed on column 0, all in one pass.
   template <typename Fn>
   void for_each_chunk(const Table& input, std::size_t total, Fn&& fn) {
     const TableView v = input.view();
+    if (o_.pre_partitioned && !o_.overlap) {
+      std::vector<std::size_t> splits;
+      for (std::size_t p = 1; p < total; ++p) splits.push_back(v.num_rows() * p / total);
+      auto chunks = gpu_ ? gpu::split_and_pack(v, splits, br_, br_.stream())
+                         : split_and_pack(v, splits, br_);
+      for (std::size_t p = 0; p < total; ++p) fn(static_cast<PartID>(p), std::move(chunks[p]));
+      return;
+    }
     if (o_.pre_partitioned) {
       const int n = comm_.nranks();
       for (const bool own : {false, true}) {
@@ -477,7 +492,8 @@ class Bench {
     std::cout << "spillway-bench-shuffle: -C " << o_.comm << " | nranks " << comm_.nranks() << " | "
               << (gpu_ ? "GPU" : "CPU") << " path | -c " << o_.columns << " -n " << o_.rows
               << " -p " << o_.in_parts << " -o " << o_.out_parts
-              << (o_.pre_partitioned ? " -g" : "") << (o_.discard ? " -s" : "") << "\n"
+              << (o_.pre_partitioned ? " -g" : "") << (o_.discard ? " -s" : "")
+              << (o_.overlap ? " --overlap" : "") << "\n"
               << "Local size: " << format_bytes(input_bytes())
               << " | Total size: " << format_bytes(input_bytes() * comm_.nranks()) << "\n"
               << "Memory: " << br_.usage() << "\n"

@@ -34,6 +34,9 @@ struct LocalHub {
   std::vector<std::deque<std::pair<Tag, Message>>> messages;
   std::size_t barrier_waiting{0};
   std::uint64_t barrier_generation{0};
+  /// Per GPU, the stream of the copies into (or out of) its memory: apart from the ranks' own
+  /// streams, so a transfer does not wait behind a rank's kernels, nor they behind it.
+  std::vector<OwningStream> copy_streams;
 };
 
 /// One side of a transfer. Once matched, both sides share the copy's completion.
@@ -92,6 +95,7 @@ class LocalRequest final : public Request {
   const Rank self;
   Buffer* const buffer;
   std::atomic<int> state{queued};
+  Event ready;  // the buffer's stream when posted: its allocation and pending writes
   std::shared_ptr<Event> event;
   std::string error;
 
@@ -125,7 +129,7 @@ class DeviceScope {
 };
 
 /// Moves the bytes of a matched pair (outside the hub lock).
-void transfer(LocalRequest& send, LocalRequest& recv) {
+void transfer(LocalHub& hub, LocalRequest& send, LocalRequest& recv) {
   if (send.bytes != recv.bytes) {
     const std::string msg = "size mismatch: rank " + std::to_string(send.self) + " sent " +
                             std::to_string(send.bytes) + " bytes with " + to_string(send.tag) +
@@ -140,18 +144,25 @@ void transfer(LocalRequest& send, LocalRequest& recv) {
   Buffer& dst = *recv.buffer;
   const bool gpu = src.mem_type() == MemoryType::DEVICE || dst.mem_type() == MemoryType::DEVICE;
   if (!gpu || send.bytes == 0) {
+    send.ready.synchronize();  // pinned buffers may have GPU work pending
+    recv.ready.synchronize();
     if (send.bytes > 0) std::memcpy(dst.data(), src.data(), send.bytes);
     send.state.store(LocalRequest::done, std::memory_order_release);
     recv.state.store(LocalRequest::done, std::memory_order_release);
     return;
   }
-  // On the stream (and device) of the side in device memory, the receiver's if both are.
+  // On the copy stream of the GPU of the side in device memory, the receiver's if both are,
+  // after what was queued on both buffers' streams when they were posted.
   const Buffer& owner =
       dst.mem_type() == MemoryType::DEVICE || src.mem_type() != MemoryType::DEVICE ? dst : src;
-  DeviceScope scope(owner.resource().device());
+  const int device = owner.resource().device();
+  DeviceScope scope(device);
+  const Stream stream = hub.copy_streams.at(static_cast<std::size_t>(device));
+  send.ready.wait_on(stream);
+  recv.ready.wait_on(stream);
   auto event = std::make_shared<Event>();
-  cuda::memcpy_async(dst.data(), src.data(), send.bytes, owner.stream());
-  event->record(owner.stream());
+  cuda::memcpy_async(dst.data(), src.data(), send.bytes, stream);
+  event->record(stream);
   send.event = recv.event = event;
   send.state.store(LocalRequest::copying, std::memory_order_release);
   recv.state.store(LocalRequest::copying, std::memory_order_release);
@@ -184,6 +195,10 @@ std::vector<std::unique_ptr<Communicator>> LocalCommunicator::create(int nranks)
     }
   }
   auto hub = std::make_shared<detail::LocalHub>(nranks);
+  for (int d = 0; d < gpus; ++d) {
+    detail::DeviceScope scope(d);
+    hub->copy_streams.emplace_back();
+  }
   std::vector<std::unique_ptr<Communicator>> out;
   for (Rank r = 0; r < nranks; ++r) out.push_back(std::make_unique<LocalCommunicator>(hub, r));
   return out;
@@ -213,11 +228,11 @@ int LocalCommunicator::nranks() const noexcept {
 std::unique_ptr<Future> LocalCommunicator::send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) {
   check_rank(dst, "send");
   check_buffer(buffer.get(), "send");
-  if (buffer->mem_type() != MemoryType::HOST) {  // writes queued on its stream must land first
-    buffer->wait();
-    buffer->stream().synchronize();
-  }
   auto req = std::make_shared<detail::LocalRequest>(true, rank_, dst, tag, buffer.get(), hub_);
+  if (buffer->mem_type() != MemoryType::HOST) {  // the copy waits for writes queued on its stream
+    buffer->wait();
+    req->ready.record(buffer->stream());
+  }
   return post(std::move(req), std::move(buffer));
 }
 
@@ -225,6 +240,7 @@ std::unique_ptr<Future> LocalCommunicator::recv(Rank src, Tag tag, std::unique_p
   check_rank(src, "recv");
   check_buffer(buffer.get(), "recv");
   auto req = std::make_shared<detail::LocalRequest>(false, rank_, src, tag, buffer.get(), hub_);
+  if (buffer->mem_type() != MemoryType::HOST) req->ready.record(buffer->stream());  // allocation
   return post(std::move(req), std::move(buffer));
 }
 
@@ -247,7 +263,9 @@ std::unique_ptr<Future> LocalCommunicator::post(std::shared_ptr<detail::LocalReq
       queue.push_back(req);
     }
   }
-  if (match) req->is_send ? detail::transfer(*req, *match) : detail::transfer(*match, *req);
+  if (match) {
+    req->is_send ? detail::transfer(*hub_, *req, *match) : detail::transfer(*hub_, *match, *req);
+  }
   return std::make_unique<Future>(std::move(req), std::move(buffer));
 }
 

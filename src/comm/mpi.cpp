@@ -135,6 +135,11 @@ class MpiRequest final : public detail::Request {
       if (!staged_ && queue.front() == this) post_all();
     }
     if (!staged_) return;
+    // The bounce copies run after what is queued on the buffer's stream now: its allocation
+    // (a receive) or the writes that made its contents (a send).
+    Event ready;
+    ready.record(buf.stream());
+    ready.wait_on(st_->stream);
     BufferResource& br = *st_->br;
     const MemoryType bounce_tier =
         br.is_live(MemoryType::PINNED_HOST) ? MemoryType::PINNED_HOST : MemoryType::HOST;
@@ -383,9 +388,11 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<Future> send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) override {
     check_rank(dst, "send");
     check_buffer(buffer.get(), "send");
-    if (buffer->mem_type() != MemoryType::HOST) {  // writes queued on its stream must land first
+    if (buffer->mem_type() == MemoryType::PINNED_HOST) {  // MPI reads it: writes must land
       buffer->wait();
       buffer->stream().synchronize();
+    } else if (buffer->mem_type() == MemoryType::DEVICE) {
+      buffer->wait();  // then the bounce copies wait for its stream on the GPU
     }
     auto req = start(true, dst, tag, *buffer, st_);
     return std::make_unique<Future>(std::move(req), std::move(buffer));

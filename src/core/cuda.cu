@@ -233,6 +233,11 @@ void event_synchronize(void* event) {
   SPILLWAY_CUDA_TRY(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
 }
 
+void stream_wait_event(Stream stream, void* event) {
+  SPILLWAY_CUDA_TRY(
+      cudaStreamWaitEvent(s(stream), static_cast<cudaEvent_t>(event), cudaEventWaitDefault));
+}
+
 float event_elapsed_ms(void* start, void* end) {
   float ms = 0;
   SPILLWAY_CUDA_TRY(

@@ -76,6 +76,7 @@ bool event_query(void* /*event*/) {
   return true;
 }
 void event_synchronize(void* /*event*/) {}
+void stream_wait_event(Stream /*stream*/, void* /*event*/) {}
 float event_elapsed_ms(void* /*start*/, void* /*end*/) {
   no_cuda("event_elapsed_ms");
 }

@@ -52,4 +52,8 @@ void Event::synchronize() const {
   if (event_ != nullptr) cuda::event_synchronize(event_);
 }
 
+void Event::wait_on(Stream stream) const {
+  if (event_ != nullptr) cuda::stream_wait_event(stream, event_);
+}
+
 }  // namespace spillway

@@ -59,6 +59,8 @@ void event_record(void* event, Stream stream);
 /// True when the work before the record has completed.
 bool event_query(void* event);
 void event_synchronize(void* event);
+/// Work queued on `stream` after this call waits, on the GPU, for the event's recorded work.
+void stream_wait_event(Stream stream, void* event);
 /// Milliseconds between two recorded events.
 float event_elapsed_ms(void* start, void* end);
 

@@ -24,6 +24,9 @@ class Event {
   [[nodiscard]] bool is_complete() const;
   /// Blocks until the recorded work has completed.
   void synchronize() const;
+  /// Makes work queued on `stream` from now on wait, on the GPU, for the recorded work (no-op
+  /// when nothing was recorded).
+  void wait_on(Stream stream) const;
   /// The cudaEvent_t as void* (nullptr until recorded).
   [[nodiscard]] void* handle() const noexcept { return event_; }
 

@@ -17,23 +17,37 @@ using detail::DeviceColumn;
 
 constexpr unsigned block_threads = 256;
 
-__device__ std::uint32_t raw_row_hash(const DeviceColumn* cols, std::uint32_t ncols,
-                                      std::size_t row, std::uint32_t seed) {
-  std::uint32_t h = seed;
+__device__ std::uint64_t row_value(const DeviceColumn* cols, std::uint32_t ncols,
+                                   std::size_t row) {
+  std::uint64_t terms = 0;
   for (std::uint32_t k = 0; k < ncols; ++k) {
     const DeviceColumn& c = cols[k];
-    const bool valid = detail::is_valid(c, row);
-    std::uint32_t e = 0;
-    if (c.type == TypeId::STRING) {
+    if (!detail::is_valid(c, row)) {
+      terms += spillway::detail::null_term(k);
+    } else if (c.type == TypeId::STRING) {
       const std::int32_t a = c.offsets[row];
-      e = spillway::detail::raw_element_hash(
-          valid, c.data + a, static_cast<std::size_t>(c.offsets[row + 1] - a), seed);
+      terms += spillway::detail::string_term(
+          c.data + a, static_cast<std::size_t>(c.offsets[row + 1] - a), k);
     } else {
-      e = spillway::detail::raw_element_hash(valid, c.data + row * c.width, c.width, seed);
+      std::uint64_t bits = 0;
+      switch (c.width) {
+        case 1:
+          bits = reinterpret_cast<const std::uint8_t*>(c.data)[row];
+          break;
+        case 2:
+          bits = reinterpret_cast<const std::uint16_t*>(c.data)[row];
+          break;
+        case 4:
+          bits = reinterpret_cast<const std::uint32_t*>(c.data)[row];
+          break;
+        default:
+          bits = reinterpret_cast<const std::uint64_t*>(c.data)[row];
+          break;
+      }
+      terms += spillway::detail::fixed_term(bits, k);
     }
-    h = hash_combine(h, e);
   }
-  return h;
+  return spillway::detail::row_value(terms);
 }
 
 __global__ void checksum_kernel(const DeviceColumn* cols, std::uint32_t ncols, std::size_t rows,
@@ -43,9 +57,7 @@ __global__ void checksum_kernel(const DeviceColumn* cols, std::uint32_t ncols, s
   unsigned long long s = 0;
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
   for (std::size_t r = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; r < rows; r += stride) {
-    const std::uint64_t hi = raw_row_hash(cols, ncols, r, spillway::detail::checksum_seed_hi);
-    const std::uint64_t lo = raw_row_hash(cols, ncols, r, spillway::detail::checksum_seed_lo);
-    s += (hi << 32) | lo;
+    s += row_value(cols, ncols, r);
   }
   const unsigned long long block = Reduce(temp).Sum(s);
   if (threadIdx.x == 0) {
