@@ -214,6 +214,20 @@ void* event_create() {
   return e;
 }
 
+void* event_create_for(Stream stream) {
+  int device = 0;
+  SPILLWAY_CUDA_TRY(cudaStreamGetDevice(s(stream), &device));
+  int current = 0;
+  SPILLWAY_CUDA_TRY(cudaGetDevice(&current));
+  if (device == current) return event_create();
+  SPILLWAY_CUDA_TRY(cudaSetDevice(device));
+  cudaEvent_t e = nullptr;
+  const cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDefault);
+  SPILLWAY_CUDA_TRY(cudaSetDevice(current));
+  SPILLWAY_CUDA_TRY(err);
+  return e;
+}
+
 void event_destroy(void* event) noexcept {
   (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
 }

@@ -68,6 +68,9 @@ void stream_synchronize(Stream /*stream*/) {}
 void* event_create() {
   no_cuda("event_create");
 }
+void* event_create_for(Stream /*stream*/) {
+  no_cuda("event_create_for");
+}
 void event_destroy(void* /*event*/) noexcept {}
 void event_record(void* /*event*/, Stream /*stream*/) {
   no_cuda("event_record");

@@ -40,7 +40,7 @@ Event& Event::operator=(Event&& other) noexcept {
 
 void Event::record(Stream stream) {
   if (!cuda::is_available()) return;
-  if (event_ == nullptr) event_ = cuda::event_create();
+  if (event_ == nullptr) event_ = cuda::event_create_for(stream);  // on the stream's device
   cuda::event_record(event_, stream);
 }
 

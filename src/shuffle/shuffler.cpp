@@ -1,6 +1,7 @@
 #include <spillway/shuffle/shuffler.hpp>
 
 #include <spillway/comm/progress_thread.hpp>
+#include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/memory/spillable_store.hpp>
 
@@ -249,6 +250,8 @@ ProgressThread::Progress Shuffler::Impl::progress() {
     }
   } timed{br, t0};
   try {
+    // The progress thread may serve ranks on other GPUs: work on this rank's.
+    if (br.device() >= 0 && cuda::current_device() != br.device()) cuda::set_device(br.device());
     send_ready();
     post_receives();
     read_finishes();

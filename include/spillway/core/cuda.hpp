@@ -54,6 +54,8 @@ void stream_destroy(void* stream) noexcept;
 void stream_synchronize(Stream stream);
 
 void* event_create();
+/// An event on the device of `stream` (which need not be the current one), to record there.
+void* event_create_for(Stream stream);
 void event_destroy(void* event) noexcept;
 void event_record(void* event, Stream stream);
 /// True when the work before the record has completed.

@@ -17,7 +17,9 @@ class Event {
   Event(Event&& other) noexcept : event_{other.event_} { other.event_ = nullptr; }
   Event& operator=(Event&& other) noexcept;
 
-  /// Records the event at the current end of `stream` (creating it on first use).
+  /// Records the event at the current end of `stream` (creating it on first use, on the
+  /// stream's device, whichever device is current: later records must use that device's
+  /// streams).
   /// @throws spillway::cuda_error
   void record(Stream stream);
   /// True when nothing was recorded or the recorded work has completed.
