@@ -287,7 +287,18 @@ struct RunResult {
 class Bench {
  public:
   Bench(const Options& o, Communicator& comm, BufferResource& br)
-      : o_{o}, comm_{comm}, br_{br}, gpu_{br.is_live(MemoryType::DEVICE)}, coll_{comm} {}
+      : o_{o}, comm_{comm}, br_{br}, gpu_{br.is_live(MemoryType::DEVICE)}, coll_{comm} {
+    if (gpu_ && br.limit(MemoryType::DEVICE) != unlimited_bytes) {
+      // Room kept on the GPU for this rank's own data, so that incoming chunks land on the
+      // host rather than being spilled later to make it: the partitions it keeps (its share
+      // of its input) plus an input table and its packed copy, or an output partition and
+      // its chunks while they are concatenated.
+      const double local = input_bytes();
+      const double work = 2 * std::max(local / double(o.in_parts), local / double(o.out_parts));
+      br.set_headroom(MemoryType::DEVICE,
+                      static_cast<std::size_t>(local / comm.nranks() + work));
+    }
+  }
 
   /// Runs the warm-ups and the runs; returns 0, or 1 when a run failed validation.
   int run_all() {
@@ -609,12 +620,6 @@ BufferResourceConfig rank_config(const Options& o) {
   if (o.device_limit_mib >= 0) {
     c.limits[static_cast<std::size_t>(MemoryType::DEVICE)] =
         Limit::bytes(std::size_t(o.device_limit_mib) << 20);
-    // Room kept on the GPU for this rank's own work, so that incoming chunks land on the host
-    // rather than being spilled later to make it: an input table and its packed copy, or an
-    // output partition and its chunks while they are concatenated.
-    const std::size_t local = o.rows * o.columns * sizeof(std::int32_t);
-    c.headroom[static_cast<std::size_t>(MemoryType::DEVICE)] =
-        2 * std::max(local / o.in_parts, local / o.out_parts);
   }
   if (o.host_limit_mib >= 0) {
     c.limits[static_cast<std::size_t>(MemoryType::HOST)] =

@@ -91,6 +91,7 @@ BufferResource::BufferResource(const BufferResourceConfig& config)
                    config.io_threads},
       stream_{nullptr},
       spill_manager_{[this](MemoryType t) { return available(t); }} {
+  for (MemoryType t : all_memory_types) set_headroom(t, config_.headroom[index(t)]);
   const bool gpu = config_.use_gpu && cuda::is_available();
   auto& dev = tiers_[index(MemoryType::DEVICE)];
   auto& pin = tiers_[index(MemoryType::PINNED_HOST)];
@@ -272,7 +273,7 @@ MemoryReservation BufferResource::reserve_first_fit(std::span<const MemoryType> 
   SPILLWAY_EXPECTS(!live.empty(), "reserve_first_fit: none of the given tiers is available");
   for (std::size_t i = 0; i < live.size(); ++i) {
     const MemoryType t = live[i];
-    const std::size_t keep = i + 1 < live.size() ? config_.headroom[index(t)] : 0;
+    const std::size_t keep = i + 1 < live.size() ? headroom(t) : 0;
     if (try_charge(t, bytes, keep)) return MemoryReservation(this, t, bytes);
   }
   for (std::size_t i = live.size() > 1 ? 1 : 0; i < live.size(); ++i) {

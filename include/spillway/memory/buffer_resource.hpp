@@ -84,9 +84,14 @@ class BufferResource {
   [[nodiscard]] std::size_t used(MemoryType t) const noexcept {
     return tiers_[index(t)].used.load(std::memory_order_relaxed);
   }
-  /// The configured headroom of tier `t` (BufferResourceConfig::headroom).
+  /// The headroom of tier `t` (BufferResourceConfig::headroom).
   [[nodiscard]] std::size_t headroom(MemoryType t) const noexcept {
-    return config_.headroom[index(t)];
+    return headroom_[index(t)].load(std::memory_order_relaxed);
+  }
+  /// Changes the headroom of tier `t` that reserve_first_fit keeps free (for example once the
+  /// size of the coming work is known). Does not change the background spiller's.
+  void set_headroom(MemoryType t, std::size_t bytes) noexcept {
+    headroom_[index(t)].store(bytes, std::memory_order_relaxed);
   }
   /// The largest `used(t)` seen since construction or `reset_peak(t)`.
   [[nodiscard]] std::size_t peak(MemoryType t) const noexcept {
@@ -183,6 +188,7 @@ class BufferResource {
   MemoryReservation staging_reservation(std::size_t bytes);
 
   BufferResourceConfig config_;
+  std::array<std::atomic<std::size_t>, 4> headroom_{};
   int device_{-1};
   Statistics statistics_;
   std::array<Tier, 4> tiers_;
