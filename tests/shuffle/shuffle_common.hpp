@@ -49,8 +49,9 @@ inline std::pair<TableChecksum, TableChecksum> shuffle_rank(Communicator& comm, 
     auto chunks = shuffler.extract(pid);
     EXPECT_EQ(chunks.size(), static_cast<std::size_t>(comm.nranks())) << "partition " << pid;
     for (auto& c : chunks) {
-      if (c.payload->mem_type() == MemoryType::DISK) {
-        c.payload = br.move(std::move(c.payload), MemoryType::HOST);
+      if (!is_host_accessible(c.payload->mem_type())) {  // spilled, or received on the GPU
+        c.payload = br.move(std::move(c.payload), MemoryType::HOST, br.stream());
+        br.stream().synchronize();
       }
       const UnpackedTable t = unpack(std::move(c));
       TableView key_view{{t.view().columns[0]}, {""}};
