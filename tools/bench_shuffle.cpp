@@ -287,18 +287,7 @@ struct RunResult {
 class Bench {
  public:
   Bench(const Options& o, Communicator& comm, BufferResource& br)
-      : o_{o}, comm_{comm}, br_{br}, gpu_{br.is_live(MemoryType::DEVICE)}, coll_{comm} {
-    if (gpu_ && br.limit(MemoryType::DEVICE) != unlimited_bytes) {
-      // Room kept on the GPU for this rank's own data, so that incoming chunks land on the
-      // host rather than being spilled later to make it: the partitions it keeps (its share
-      // of its input) plus an input table and its packed copy, or an output partition and
-      // its chunks while they are concatenated.
-      const double local = input_bytes();
-      const double work = 2 * std::max(local / double(o.in_parts), local / double(o.out_parts));
-      br.set_headroom(MemoryType::DEVICE,
-                      static_cast<std::size_t>(local / comm.nranks() + work));
-    }
-  }
+      : o_{o}, comm_{comm}, br_{br}, gpu_{br.is_live(MemoryType::DEVICE)}, coll_{comm} {}
 
   /// Runs the warm-ups and the runs; returns 0, or 1 when a run failed validation.
   int run_all() {
@@ -337,6 +326,20 @@ class Bench {
 
  private:
   [[nodiscard]] double input_bytes() const { return double(o_.rows) * double(o_.columns) * 4; }
+
+  /// On a limited GPU, the room kept free for this rank's own coming data before it packs
+  /// input table `next` (of -p; -p when all are in), so that incoming chunks land on the host
+  /// rather than being spilled later to make that room: its share of the tables still to
+  /// pack (the partitions it keeps), plus the working set of one table and its packed copy,
+  /// or of an output partition and its chunks while they are concatenated.
+  void keep_room(std::size_t next) {
+    if (!gpu_ || br_.limit(MemoryType::DEVICE) == unlimited_bytes) return;
+    const double local = input_bytes();
+    const double work = 2 * std::max(local / double(o_.in_parts), local / double(o_.out_parts));
+    const double own_to_come =
+        local / comm_.nranks() * double(o_.in_parts - next) / double(o_.in_parts);
+    br_.set_headroom(MemoryType::DEVICE, static_cast<std::size_t>(own_to_come + work));
+  }
   [[nodiscard]] MemoryType top() const { return gpu_ ? MemoryType::DEVICE : MemoryType::HOST; }
 
   TableChecksum checksum_of(const TableView& t) {
@@ -442,6 +445,7 @@ class Bench {
     {
       Shuffler shuffler(comm_, op, static_cast<PartID>(total), br_, partition_owner::round_robin);
       for (std::size_t i = 0; i < o_.in_parts; ++i) {
+        keep_room(i + 1);
         const auto t = Clock::now();
         Table input = make_input(i);
         br_.stream().synchronize();
