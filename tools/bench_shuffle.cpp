@@ -450,12 +450,20 @@ class Bench {
         Table input = make_input(i);
         br_.stream().synchronize();
         r.excluded += since(t);
+        // With --overlap each chunk goes in as soon as it is packed; otherwise all of them
+        // after the input is freed (so its memory is back before incoming chunks take some).
+        std::unordered_map<PartID, PackedData> batch;
         for_each_chunk(input, total, [&](PartID pid, PackedData&& chunk) {
-          std::unordered_map<PartID, PackedData> m;
-          m.emplace(pid, std::move(chunk));
-          shuffler.insert(std::move(m));
+          if (o_.overlap) {
+            std::unordered_map<PartID, PackedData> one;
+            one.emplace(pid, std::move(chunk));
+            shuffler.insert(std::move(one));
+          } else {
+            batch.emplace(pid, std::move(chunk));
+          }
         });
         input = Table{};  // consumed: RapidsMPF's bench releases each input after packing
+        if (!batch.empty()) shuffler.insert(std::move(batch));
       }
       shuffler.insert_finished();
       while (!shuffler.finished()) {
