@@ -13,6 +13,7 @@
 #include "common.hpp"
 #include "shuffle/shuffle_common.hpp"
 
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
@@ -126,6 +127,61 @@ TEST(Shuffler, APeerThatNeverFinishesTimesOut) {
   } catch (const comm_error& e) {
     EXPECT_NE(std::string(e.what()).find("1 of 2 ranks finished"), std::string::npos) << e.what();
   }
+}
+
+TEST(Shuffler, ARankThatFailsMidShuffleFailsThePeersAndLeavesNoSpillFiles) {
+  // Rank 1 inserts part of its data (spilled to disk: spill injection) and then fails; the
+  // other ranks get a comm_error within their timeout, and every spill file is gone after.
+  test::TempDir dir;
+  auto comms = LocalCommunicator::create(3);
+  const auto timeout = std::chrono::seconds(2);
+  std::vector<std::string> errors(3);
+  std::vector<double> seconds(3, 0);
+  std::vector<std::thread> threads;
+  for (Rank r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        auto cfg = test::host_config(dir.path());
+        cfg.spill_injection = 1.0;
+        BufferResource br(cfg);
+        Communicator& comm = *comms[static_cast<std::size_t>(r)];
+        comm.set_timeout(timeout);
+        RandomTableOptions o;
+        o.rows = 20000;
+        o.types = {TypeId::INT64, TypeId::STRING};
+        o.seed = static_cast<std::uint64_t>(r);
+        const Table t = random_table(o, br);
+        auto packed = partition_and_pack(t.view(), std::vector<std::size_t>{0}, 6, br);
+        Shuffler s(comm, 1, 6, br);
+        for (PartID pid = 0; pid < 6; ++pid) {
+          if (r == 1 && pid == 3) throw std::runtime_error("rank 1 fails mid-shuffle");
+          std::unordered_map<PartID, PackedData> one;
+          one.emplace(pid, std::move(packed[pid]));
+          s.insert(std::move(one));
+        }
+        s.insert_finished();
+        while (!s.finished()) (void)s.extract(s.wait_any(timeout));
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+      comms[static_cast<std::size_t>(r)].reset();  // a failed rank leaves the group
+      seconds[static_cast<std::size_t>(r)] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors[1], "rank 1 fails mid-shuffle");
+  for (const Rank r : {0, 2}) {
+    const auto i = static_cast<std::size_t>(r);
+    EXPECT_FALSE(errors[i].empty()) << "rank " << r << " finished a shuffle that lost a rank";
+    EXPECT_LT(seconds[i], 3.0 * 2) << "rank " << r << ": " << errors[i];
+  }
+  std::size_t left = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::recursive_directory_iterator(dir.path())) {
+    ++left;
+  }
+  EXPECT_EQ(left, 0U) << "spill files or directories left in " << dir.path();
 }
 
 TEST(Shuffler, CorruptMessagesAreRejected) {
