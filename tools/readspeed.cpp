@@ -4,6 +4,8 @@
 #include <spillway/core/error.hpp>
 #include <spillway/core/options.hpp>
 #include <spillway/core/units.hpp>
+#include <spillway/core/cuda.hpp>
+#include <spillway/io/device_reader.hpp>
 #include <spillway/io/page_cache.hpp>
 #include <spillway/io/reader.hpp>
 
@@ -34,6 +36,7 @@ struct Options {
   bool cold{false};
   bool direct{options::get().io_direct};
   bool tune{false};
+  bool device{false};  // --target device
   int runs{3};
 };
 
@@ -44,7 +47,8 @@ struct Options {
         "  --files F ...       files to read, whole (all of them per run)\n"
         "  --threads N[,N...]  thread counts; a list runs a sweep (default SPILLWAY_IO_THREADS)\n"
         "  --task-size SIZE    bytes per read task (default SPILLWAY_IO_TASK_SIZE, 4MiB)\n"
-        "  --target host       where the bytes go (host memory; device: not yet)\n"
+        "  --target host|device  where the bytes go (device: GPU memory through pinned bounce\n"
+        "                      buffers, with the pinned host-to-device ceiling measured too)\n"
         "  --cold              drop the files from the page cache before each run\n"
         "  --direct            O_DIRECT for the aligned part of each file (SPILLWAY_IO_DIRECT)\n"
         "  --tune              sweep threads x task size; print the best as SPILLWAY_IO_* lines\n"
@@ -87,12 +91,9 @@ Options parse(int argc, char** argv) {
       if (o.task_size == 0) usage("--task-size must be positive");
     } else if (a == "--target") {
       const std::string t = value();
-      if (t == "device") {
-        usage(
-            "--target device is not implemented yet (reads into GPU memory come with the "
-            "bounce-buffer pipeline); use --target host");
-      }
-      if (t != "host") usage("--target takes host or device, got '" + t + "'");
+      if (t != "host" && t != "device") usage("--target takes host or device, got '" + t + "'");
+      o.device = t == "device";
+      if (o.device && !cuda::is_available()) usage("--target device needs a GPU");
     } else if (a == "--cold") {
       o.cold = true;
     } else if (a == "--direct") {
@@ -123,7 +124,7 @@ double cpu_seconds() {
 
 struct Result {
   double real{0}, cpu{0}, gbps{0};
-  io::ReadPath path{io::ReadPath::buffered};
+  std::string path;
 };
 
 /// Reads every file whole with `threads` threads (the caller and a pool), `o.runs` times;
@@ -142,8 +143,15 @@ Result measure(const Options& o, std::size_t threads, std::size_t task_size,
     const auto t0 = std::chrono::steady_clock::now();
     std::size_t at = 0;
     for (std::size_t i = 0; i < o.files.size(); ++i) {
-      res.path = io::read_file(o.files[i], dst.data() + at, sizes[i], 0, pool.get(),
-                               io::ReadOptions{task_size, o.direct});
+      const io::ReadOptions ro{task_size, o.direct};
+      if (o.device) {
+        const auto how = io::read_file_to_device(o.files[i], dst.data() + at, sizes[i], 0,
+                                                 pool.get(), ro);
+        res.path = how == io::DevicePath::bounce ? "pinned bounce" : "pageable";
+      } else {
+        const auto how = io::read_file(o.files[i], dst.data() + at, sizes[i], 0, pool.get(), ro);
+        res.path = how == io::ReadPath::direct ? "direct" : "buffered";
+      }
       at += sizes[i];
     }
     res.real = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -154,6 +162,24 @@ Result measure(const Options& o, std::size_t threads, std::size_t task_size,
   std::sort(runs.begin(), runs.end(),
             [](const Result& x, const Result& y) { return x.real < y.real; });
   return runs[runs.size() / 2];
+}
+
+/// The pinned host-to-device copy ceiling: 1 GiB (or less) copied 5 times, the median.
+double h2d_ceiling(std::size_t total) {
+  const std::size_t n = std::min<std::size_t>(total, GiB);
+  std::unique_ptr<void, void (*)(void*)> host(cuda::malloc_pinned(n), cuda::free_pinned);
+  std::unique_ptr<void, void (*)(void*)> dev(cuda::malloc_device(n), cuda::free_device);
+  std::memset(host.get(), 1, n);
+  std::vector<double> gbps;
+  for (int i = 0; i < 6; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cuda::memcpy_async(dev.get(), host.get(), n, Stream{});
+    cuda::stream_synchronize(Stream{});
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i > 0) gbps.push_back(static_cast<double>(n) / s / 1e9);  // the first warms up
+  }
+  std::sort(gbps.begin(), gbps.end());
+  return gbps[gbps.size() / 2];
 }
 
 /// --tune: threads 1, 2, 4, ... up to the cores x task sizes 1, 4, 16, 64 MiB.
@@ -205,25 +231,37 @@ int main(int argc, char** argv) {
       sizes.push_back(std::filesystem::file_size(f));
       total += sizes.back();
     }
-    // Page-aligned (as pinned or pool memory would be), touched: no page faults when timed.
+    // Host: page-aligned (as pinned or pool memory would be), touched: no page faults when
+    // timed. Device: GPU memory of the current device.
+    const std::size_t alloc = (total + 4095) / 4096 * 4096 + 4096;
     std::unique_ptr<std::byte, void (*)(void*)> mem(
-        static_cast<std::byte*>(std::aligned_alloc(4096, (total + 4095) / 4096 * 4096 + 4096)),
-        std::free);
+        static_cast<std::byte*>(o.device ? cuda::malloc_device(alloc)
+                                         : std::aligned_alloc(4096, alloc)),
+        o.device ? cuda::free_device : [](void* p) { std::free(p); });
     if (!mem) throw out_of_memory("no memory for the destination");
     std::span<std::byte> dst(mem.get(), total);
-    std::memset(dst.data(), 0, dst.size());
+    if (o.device) {
+      cuda::memset_device(dst.data(), 0, dst.size());
+    } else {
+      std::memset(dst.data(), 0, dst.size());
+    }
+    const double ceiling = o.device ? h2d_ceiling(total) : 0;
     std::cout << "spillway-readspeed: " << o.files.size() << " file(s), "
               << format_bytes(double(total)) << " | task " << format_bytes(double(o.task_size))
               << " | " << (o.direct ? "O_DIRECT" : "page cache") << " | "
               << (o.cold ? "cold (dropped before each run)" : "warm") << " | median of " << o.runs
-              << "\n";
+              << (o.device ? " | into GPU memory" : " | into host memory") << "\n";
+    if (o.device) {
+      std::cout << "pinned host-to-device ceiling (same run): " << std::fixed
+                << std::setprecision(2) << ceiling << " GB/s\n";
+    }
     if (o.tune) {
       tune(o, sizes, dst);
       return 0;
     }
     std::cout << std::setw(8) << "threads" << std::setw(11) << "GB/s" << std::setw(10) << "real s"
               << std::setw(10) << "CPU s" << std::setw(10) << "CPU eff" << std::setw(10)
-              << "speed-up" << std::setw(10) << "Amdahl"
+              << "speed-up" << std::setw(10) << "Amdahl" << (o.device ? "  of H2D" : "")
               << "  path\n";
     double base = 0;
     for (std::size_t t : o.threads) {
@@ -241,7 +279,8 @@ int main(int argc, char** argv) {
       } else {
         std::cout << std::setw(10) << "-";
       }
-      std::cout << "  " << (m.path == io::ReadPath::direct ? "direct" : "buffered") << "\n";
+      if (o.device) std::cout << std::setw(8) << std::setprecision(2) << m.gbps / ceiling;
+      std::cout << "  " << m.path << "\n";
     }
   } catch (const std::exception& e) {
     std::cerr << "spillway-readspeed: " << e.what() << "\n";

@@ -69,6 +69,15 @@ void set_device(int device) {
   SPILLWAY_CUDA_TRY(cudaSetDevice(device));
 }
 
+bool reads_pageable_memory() {
+  int device = 0;
+  int value = 0;
+  SPILLWAY_CUDA_TRY(cudaGetDevice(&device));
+  SPILLWAY_CUDA_TRY(cudaDeviceGetAttribute(
+      &value, cudaDevAttrPageableMemoryAccessUsesHostPageTables, device));
+  return value != 0;
+}
+
 std::size_t device_total_memory() {
   std::size_t free_bytes = 0;
   std::size_t total = 0;

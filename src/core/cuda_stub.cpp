@@ -25,6 +25,9 @@ int current_device() {
 void set_device(int /*device*/) {
   no_cuda("set_device");
 }
+bool reads_pageable_memory() {
+  return false;
+}
 std::size_t device_total_memory() {
   no_cuda("device_total_memory");
 }

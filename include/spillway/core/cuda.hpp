@@ -21,6 +21,9 @@ int current_device();
 void set_device(int device);
 /// Total memory of the current device in bytes.
 std::size_t device_total_memory();
+/// Whether the current GPU reads pageable host memory through the host's page tables
+/// (cudaDevAttrPageableMemoryAccessUsesHostPageTables: Grace Hopper); false without a GPU.
+bool reads_pageable_memory();
 /// The device's name, e.g. "NVIDIA H200".
 const char* device_name();
 

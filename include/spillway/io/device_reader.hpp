@@ -1,0 +1,33 @@
+#pragma once
+/// @file device_reader.hpp
+/// Parallel reads of a file range into GPU memory through pinned bounce buffers.
+
+#include <spillway/io/reader.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace spillway::io {
+
+/// How a read into device memory went.
+enum class DevicePath {
+  bounce,    ///< through pinned bounce buffers, each thread overlapping a read and a copy
+  pageable,  ///< straight into device memory: the GPU reads pageable memory (Grace Hopper)
+};
+
+/// Reads exactly `bytes` at `offset` of `path` into device memory `dst` of the current GPU.
+/// The range is cut into tasks of `options.task_size` bytes, dealt out to the caller's and
+/// `pool`'s threads (one stripe of tasks each). A thread reads its tasks into two pinned,
+/// page-aligned bounce buffers in turn and copies each to the device on its own stream, so the
+/// read of one task overlaps the copy of the one before (KvikIO waits for each copy). Tasks
+/// whose file range is 4096-aligned are read with O_DIRECT when `options.direct` is set and the
+/// file system allows it. Where the GPU reads pageable memory through the host page tables,
+/// the tasks read straight into `dst` instead. Bounce buffers are kept for reuse (per GPU and
+/// task size). Returns once the bytes are on the device.
+/// @throws spillway::io_error naming file, offset and size; spillway::logic_error without a GPU
+DevicePath read_file_to_device(const std::string& path, void* dst, std::size_t bytes,
+                               std::uint64_t offset, ThreadPool* pool,
+                               const ReadOptions& options = {});
+
+}  // namespace spillway::io
