@@ -10,7 +10,7 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0
 export SPILLWAY_BENCH_SPILL_DIR=${SPILLWAY_BENCH_SPILL_DIR:-/tmp}
-only=${1:-all}   # all | tests | bench | comm | shuffle
+only=${1:-all}   # all | tests | bench | comm | shuffle | io
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="timeout 300 mpirun --oversubscribe --bind-to none"  # a hang costs 5 min, not the budget
 
@@ -96,6 +96,21 @@ if [ "$only" = all ] || [ "$only" = shuffle ]; then
   tar czf "$OUT/sweep.tgz" -C "$OUT" sweep && rm -rf "$OUT/sweep"
 fi
 
+if [ "$only" = all ] || [ "$only" = io ]; then
+  # spillway-readspeed on a 4 GiB file in the page cache: into device memory (sweep, then
+  # --tune) beside the pinned H2D ceiling, the numpy + torch baseline, into host memory.
+  f=${SPILLWAY_READ_FILE:-/tmp/spillway-read-4g.bin}
+  [ -f "$f" ] || python3 -c "import numpy as np; np.random.default_rng(1).integers(0, 2**63, size=512 * 2**20, dtype=np.int64).tofile('$f')"
+  cat "$f" > /dev/null
+  R="$B/tools/spillway-readspeed"
+  {
+    timeout 120 "$R" --files "$f" --target device --threads 1,2,4,8,16,32 --runs 5
+    timeout 200 "$R" --files "$f" --target device --tune --runs 3
+    timeout 60 python3 bench/read_numpy_torch.py "$f" 5
+    timeout 120 "$R" --files "$f" --target host --threads 1,2,4,8,16,32 --runs 5
+  } > "$OUT/readspeed.log" 2>&1 || { fail=1; tail -20 "$OUT/readspeed.log"; }
+fi
+
 echo
 echo "== tests =="
 printf '%s\n' "${summary[@]}"
@@ -112,5 +127,6 @@ for log in "$OUT"/shuffle_*.log; do
   grep -E "^spillway-bench-shuffle|^means|^medians|INVALID|FAILED" "$log"
 done
 [ -f "$OUT/sweep.md" ] && { echo "== spill sweep =="; cat "$OUT/sweep.md"; }
+[ -f "$OUT/readspeed.log" ] && { echo "== readspeed =="; cat "$OUT/readspeed.log"; }
 echo "gpu-check: $([ $fail -eq 0 ] && echo OK || echo FAILED)"
 exit $fail
