@@ -388,8 +388,8 @@ class Bench {
     if (o_.pre_partitioned && !o_.overlap) {
       std::vector<std::size_t> splits;
       for (std::size_t p = 1; p < total; ++p) splits.push_back(v.num_rows() * p / total);
-      auto chunks = gpu_ ? gpu::split_and_pack(v, splits, br_, br_.stream())
-                         : split_and_pack(v, splits, br_);
+      auto chunks =
+          gpu_ ? gpu::split_and_pack(v, splits, br_, br_.stream()) : split_and_pack(v, splits, br_);
       for (std::size_t p = 0; p < total; ++p) fn(static_cast<PartID>(p), std::move(chunks[p]));
       return;
     }

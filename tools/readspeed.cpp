@@ -1,10 +1,10 @@
 // spillway-readspeed: how fast files are read into memory with spillway's parallel reader, per
 // thread count, like ROOT's root-readspeed: throughput, real and CPU time, CPU efficiency, and
 // the speed-up over the first thread count with the Amdahl parallel fraction it implies.
+#include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/core/options.hpp>
 #include <spillway/core/units.hpp>
-#include <spillway/core/cuda.hpp>
 #include <spillway/io/device_reader.hpp>
 #include <spillway/io/page_cache.hpp>
 #include <spillway/io/reader.hpp>
@@ -145,8 +145,8 @@ Result measure(const Options& o, std::size_t threads, std::size_t task_size,
     for (std::size_t i = 0; i < o.files.size(); ++i) {
       const io::ReadOptions ro{task_size, o.direct};
       if (o.device) {
-        const auto how = io::read_file_to_device(o.files[i], dst.data() + at, sizes[i], 0,
-                                                 pool.get(), ro);
+        const auto how =
+            io::read_file_to_device(o.files[i], dst.data() + at, sizes[i], 0, pool.get(), ro);
         res.path = how == io::DevicePath::bounce ? "pinned bounce" : "pageable";
       } else {
         const auto how = io::read_file(o.files[i], dst.data() + at, sizes[i], 0, pool.get(), ro);

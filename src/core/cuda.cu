@@ -73,8 +73,8 @@ bool reads_pageable_memory() {
   int device = 0;
   int value = 0;
   SPILLWAY_CUDA_TRY(cudaGetDevice(&device));
-  SPILLWAY_CUDA_TRY(cudaDeviceGetAttribute(
-      &value, cudaDevAttrPageableMemoryAccessUsesHostPageTables, device));
+  SPILLWAY_CUDA_TRY(
+      cudaDeviceGetAttribute(&value, cudaDevAttrPageableMemoryAccessUsesHostPageTables, device));
   return value != 0;
 }
 

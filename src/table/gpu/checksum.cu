@@ -17,8 +17,7 @@ using detail::DeviceColumn;
 
 constexpr unsigned block_threads = 256;
 
-__device__ std::uint64_t row_value(const DeviceColumn* cols, std::uint32_t ncols,
-                                   std::size_t row) {
+__device__ std::uint64_t row_value(const DeviceColumn* cols, std::uint32_t ncols, std::size_t row) {
   std::uint64_t terms = 0;
   for (std::uint32_t k = 0; k < ncols; ++k) {
     const DeviceColumn& c = cols[k];
@@ -26,8 +25,8 @@ __device__ std::uint64_t row_value(const DeviceColumn* cols, std::uint32_t ncols
       terms += spillway::detail::null_term(k);
     } else if (c.type == TypeId::STRING) {
       const std::int32_t a = c.offsets[row];
-      terms += spillway::detail::string_term(
-          c.data + a, static_cast<std::size_t>(c.offsets[row + 1] - a), k);
+      terms += spillway::detail::string_term(c.data + a,
+                                             static_cast<std::size_t>(c.offsets[row + 1] - a), k);
     } else {
       std::uint64_t bits = 0;
       switch (c.width) {
@@ -71,9 +70,9 @@ __global__ void checksum_kernel(const DeviceColumn* cols, std::uint32_t ncols, s
 void add_checksum(const TableView& table, Buffer& sums, std::size_t slot, BufferResource& br,
                   Stream stream) {
   static_assert(sizeof(TableChecksum) == 2 * sizeof(unsigned long long));
-  SPILLWAY_EXPECTS(sums.mem_type() == MemoryType::DEVICE &&
-                       (slot + 1) * sizeof(TableChecksum) <= sums.size(),
-                   "add_checksum: slot " + std::to_string(slot) + " is not in the DEVICE buffer");
+  SPILLWAY_EXPECTS(
+      sums.mem_type() == MemoryType::DEVICE && (slot + 1) * sizeof(TableChecksum) <= sums.size(),
+      "add_checksum: slot " + std::to_string(slot) + " is not in the DEVICE buffer");
   const std::size_t rows = table.num_rows();
   if (rows == 0) return;
   std::vector<DeviceColumn> cols;
