@@ -33,6 +33,8 @@
 #include <thread>
 #include <vector>
 
+#include "cli.hpp"
+
 using namespace spillway;
 using Clock = std::chrono::steady_clock;
 
@@ -68,19 +70,9 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  auto value = [&](int& i) -> std::string {
-    if (i + 1 >= argc) usage(std::string(argv[i]) + " needs a value");
-    return argv[++i];
-  };
+  auto value = [&](int& i) { return cli::value(argc, argv, i, usage); };
   auto number = [&](int& i, int min) {
-    const std::string flag = argv[i];
-    const std::string v = value(i);
-    char* end = nullptr;
-    const long n = std::strtol(v.c_str(), &end, 10);
-    if (end == v.c_str() || *end != '\0' || n < min || n > 1 << 20) {
-      usage(flag + " takes a whole number >= " + std::to_string(min) + ", got '" + v + "'");
-    }
-    return static_cast<int>(n);
+    return static_cast<int>(cli::number(argc, argv, i, min, 1 << 20, usage));
   };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

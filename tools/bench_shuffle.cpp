@@ -40,6 +40,8 @@
 #include <thread>
 #include <vector>
 
+#include "cli.hpp"
+
 using namespace spillway;
 using Clock = std::chrono::steady_clock;
 
@@ -101,20 +103,9 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  auto value = [&](int& i) -> std::string {
-    if (i + 1 >= argc) usage(std::string(argv[i]) + " needs a value");
-    return argv[++i];
-  };
-  auto number = [&](int& i, long long min) {
-    const std::string flag = argv[i];
-    const std::string v = value(i);
-    char* end = nullptr;
-    errno = 0;
-    const long long n = std::strtoll(v.c_str(), &end, 10);
-    if (end == v.c_str() || *end != '\0' || errno != 0 || n < min) {
-      usage(flag + " takes a whole number >= " + std::to_string(min) + ", got '" + v + "'");
-    }
-    return n;
+  auto value = [&](int& i) { return cli::value(argc, argv, i, usage); };
+  auto number = [&](int& i, long long min, long long max = 1LL << 50) {
+    return cli::number(argc, argv, i, min, max, usage);
   };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -126,7 +117,7 @@ Options parse(int argc, char** argv) {
         usage("-C takes local, mpi or single, got '" + o.comm + "'");
       }
     } else if (a == "--ranks") {
-      o.ranks = static_cast<int>(std::min(number(i, 1), 4096LL));
+      o.ranks = static_cast<int>(number(i, 1, 4096));
     } else if (a == "-c") {
       o.columns = static_cast<std::size_t>(number(i, 1));
     } else if (a == "-n") {
@@ -136,9 +127,9 @@ Options parse(int argc, char** argv) {
     } else if (a == "-o") {
       o.out_parts = static_cast<std::size_t>(number(i, 1));
     } else if (a == "-r") {
-      o.runs = static_cast<int>(std::min(number(i, 1), 100000LL));
+      o.runs = static_cast<int>(number(i, 1, 100000));
     } else if (a == "-w") {
-      o.warmups = static_cast<int>(std::min(number(i, 0), 100000LL));
+      o.warmups = static_cast<int>(number(i, 0, 100000));
     } else if (a == "-m") {
       o.allocator = value(i);
       if (o.allocator != "cuda" && o.allocator != "async" && o.allocator != "pool") {

@@ -80,9 +80,7 @@ Table random_table(const RandomTableOptions& o, BufferResource& br) {
 
 Table random_int32_table(std::size_t rows, std::size_t columns, std::int32_t min, std::int32_t max,
                          std::uint64_t seed, BufferResource& br) {
-  SPILLWAY_EXPECTS(min <= max, "random_int32_table: min " + std::to_string(min) + " is above max " +
-                                   std::to_string(max));
-  const std::uint64_t range = std::uint64_t(std::int64_t{max} - min + 1) & 0xFFFFFFFFULL;
+  const std::uint64_t range = spillway::detail::random_int32_range(min, max);
   std::vector<Column> cols;
   std::vector<std::string> names;
   for (std::size_t c = 0; c < columns; ++c) {

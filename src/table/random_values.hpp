@@ -1,10 +1,12 @@
 #pragma once
 // The counter-based values of random_int32_table, the same on the CPU and the GPU (internal).
 
+#include <spillway/core/error.hpp>
 #include <spillway/core/host_device.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace spillway::detail {
 
@@ -23,6 +25,14 @@ SPILLWAY_HOST_DEVICE constexpr std::int32_t random_int32(std::uint64_t seed, std
   const std::uint64_t v = splitmix64(splitmix64(seed ^ (std::uint64_t{col} << 48)) + row);
   const std::uint64_t r = range == 0 ? (v >> 32) : ((v >> 32) * range) >> 32;
   return static_cast<std::int32_t>(static_cast<std::uint32_t>(min) + static_cast<std::uint32_t>(r));
+}
+
+/// The `range` of random_int32 for values in [min, max] (0 for all 2^32 values).
+/// @throws spillway::logic_error when min > max
+inline std::uint64_t random_int32_range(std::int32_t min, std::int32_t max) {
+  SPILLWAY_EXPECTS(min <= max, "random_int32_table: min " + std::to_string(min) + " is above max " +
+                                   std::to_string(max));
+  return std::uint64_t(std::int64_t{max} - min + 1) & 0xFFFFFFFFULL;
 }
 
 }  // namespace spillway::detail
