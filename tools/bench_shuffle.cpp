@@ -634,6 +634,18 @@ BufferResourceConfig rank_config(const Options& o) {
   }
   if (o.no_pinned) c.pinned_pool = false;
   if (!o.spill_dir.empty()) c.spill_dir = o.spill_dir;
+  // Ranks that share a GPU share its memory: each pool gets its part of 90% (not 50% each).
+  const int gpus = cuda::device_count();
+  int ranks_here = o.ranks;  // -C local
+  if (o.comm == "mpi") {
+    const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    ranks_here = local_size != nullptr ? std::max(1, std::atoi(local_size)) : 1;
+  }
+  if (gpus > 0 && ranks_here > gpus && c.device_pool_size.is_unlimited() &&
+      o.device_limit_mib < 0) {
+    const int sharers = (ranks_here + gpus - 1) / gpus;
+    c.device_pool_size = Limit::fraction(0.9 / sharers);
+  }
   if (o.profile) c.statistics = true;
   return c;
 }

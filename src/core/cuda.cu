@@ -69,6 +69,13 @@ void set_device(int device) {
   SPILLWAY_CUDA_TRY(cudaSetDevice(device));
 }
 
+std::size_t device_free_memory() {
+  std::size_t free_bytes = 0;
+  std::size_t total = 0;
+  SPILLWAY_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
+  return free_bytes;
+}
+
 bool reads_pageable_memory() {
   int device = 0;
   int value = 0;

@@ -25,6 +25,9 @@ int current_device() {
 void set_device(int /*device*/) {
   no_cuda("set_device");
 }
+std::size_t device_free_memory() {
+  return 0;
+}
 bool reads_pageable_memory() {
   return false;
 }

@@ -103,10 +103,13 @@ BufferResource::BufferResource(const BufferResourceConfig& config)
     dev.limit = config_.limits[index(MemoryType::DEVICE)].resolve(dev.capacity);
     std::size_t pool_size = 0;
     if (config_.device_allocator == DeviceAllocator::pool) {
+      // The default (no pool size, no limit) is half the device, but no more than 90% of what
+      // is free now: other ranks may share this GPU and hold their pools already.
       pool_size = !config_.device_pool_size.is_unlimited()
                       ? config_.device_pool_size.resolve(dev.capacity)
-                  : dev.limit != unlimited_bytes ? dev.limit
-                                                 : dev.capacity / 2;
+                  : dev.limit != unlimited_bytes
+                      ? dev.limit
+                      : std::min(dev.capacity / 2, cuda::device_free_memory() / 10 * 9);
     }
     dev.mr = std::make_unique<DeviceMemoryResource>(config_.device_allocator, pool_size);
     dev.live = true;

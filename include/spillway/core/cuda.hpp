@@ -21,6 +21,8 @@ int current_device();
 void set_device(int device);
 /// Total memory of the current device in bytes.
 std::size_t device_total_memory();
+/// Free memory of the current GPU now (cudaMemGetInfo).
+std::size_t device_free_memory();
 /// Whether the current GPU reads pageable host memory through the host's page tables
 /// (cudaDevAttrPageableMemoryAccessUsesHostPageTables: Grace Hopper); false without a GPU.
 bool reads_pageable_memory();

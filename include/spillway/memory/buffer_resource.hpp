@@ -32,7 +32,7 @@ struct BufferResourceConfig {
   std::array<Limit, 4> limits{};
   DeviceAllocator device_allocator{DeviceAllocator::async};
   /// Bytes the `pool` allocator maps up front; unlimited means "the device limit if set, else
-  /// 50% of the device".
+  /// 50% of the device, at most 90% of its free memory" (ranks sharing a GPU each get some).
   Limit device_pool_size{};
   /// Whether the PINNED_HOST tier exists (RapidsMPF's -L turns it off).
   bool pinned_pool{true};
