@@ -131,6 +131,7 @@ struct Shuffler::Impl {
     detail::ChunkHeader header;
   };
   std::deque<Deferred> deferred;
+  std::optional<std::chrono::steady_clock::time_point> deferred_since;  // memory short since
 
   static std::size_t send_budget_of(const BufferResource& b) {
     std::size_t budget = unlimited_bytes;
@@ -184,9 +185,14 @@ void Shuffler::Impl::post_receives() {
     try {
       res.emplace(br.reserve_first_fit(order, h.payload_bytes));
     } catch (const out_of_memory&) {
-      if (sends.empty() && receives.empty()) throw;  // nothing in flight will free memory
+      // Transfers in flight, extractions and spilling free memory soon; a receive that finds
+      // none for the communicator's timeout fails the shuffle with the reason.
+      const auto now = std::chrono::steady_clock::now();
+      if (!deferred_since) deferred_since = now;
+      if (now - *deferred_since > comm.timeout()) throw;
       return;
     }
+    deferred_since.reset();
     auto buf = br.allocate(*res, h.payload_bytes, br.stream());
     if (buf->mem_type() != MemoryType::DEVICE && br.is_live(MemoryType::DEVICE)) {
       br.statistics().add_bytes("recv-into-host-memory", static_cast<double>(h.payload_bytes));
