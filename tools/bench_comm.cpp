@@ -121,11 +121,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 std::string gib_s(double bytes, double seconds) {
   std::ostringstream os;
   os.precision(2);
@@ -225,9 +220,9 @@ void report(const char* what, const Options& o, int nranks, const std::vector<do
               << " s | local throughput: " << gib_s(bytes, mine[r])
               << " | global throughput: " << gib_s(bytes * nranks, slowest[r]) << "\n";
   }
-  std::cout << what << " median: elapsed " << median(slowest)
-            << " s | local throughput: " << gib_s(bytes, median(mine))
-            << " | global throughput: " << gib_s(bytes * nranks, median(slowest)) << "\n";
+  std::cout << what << " median: elapsed " << cli::median(slowest)
+            << " s | local throughput: " << gib_s(bytes, cli::median(mine))
+            << " | global throughput: " << gib_s(bytes * nranks, cli::median(slowest)) << "\n";
 }
 
 #if SPILLWAY_HAS_MPI
@@ -306,7 +301,8 @@ void print_ratio(const char* peer, const std::vector<double>& spillway,
                  const std::vector<double>& baseline) {
   if (baseline.empty()) return;
   std::cout << "ratio spillway / " << peer
-            << " (global throughput, medians): " << median(baseline) / median(spillway) << "\n";
+            << " (global throughput, medians): " << cli::median(baseline) / cli::median(spillway)
+            << "\n";
 }
 
 BufferResourceConfig rank_config(const Options& o) {

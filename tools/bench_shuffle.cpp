@@ -35,7 +35,9 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -56,7 +58,7 @@ struct Options {
   std::size_t out_parts{1};
   int runs{1};
   int warmups{0};
-  std::string allocator;  // empty: SPILLWAY_DEVICE_ALLOCATOR's choice
+  std::optional<DeviceAllocator> allocator;  // none: SPILLWAY_DEVICE_ALLOCATOR's choice
   long long device_limit_mib{-1};
   bool no_pinned{false};
   bool pre_partitioned{false};
@@ -107,9 +109,16 @@ Options parse(int argc, char** argv) {
   auto number = [&](int& i, long long min, long long max = 1LL << 50) {
     return cli::number(argc, argv, i, min, max, usage);
   };
+  const std::map<std::string, bool Options::*> switches{
+      {"-L", &Options::no_pinned},     {"-g", &Options::pre_partitioned},
+      {"-s", &Options::discard},       {"-b", &Options::no_overbooking},
+      {"-x", &Options::profile},       {"--cpu", &Options::cpu},
+      {"--overlap", &Options::overlap}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
+    if (const auto sw = switches.find(a); sw != switches.end()) {
+      o.*(sw->second) = true;
+    } else if (a == "-h" || a == "--help") {
       usage("");
     } else if (a == "-C") {
       o.comm = value(i);
@@ -131,32 +140,19 @@ Options parse(int argc, char** argv) {
     } else if (a == "-w") {
       o.warmups = static_cast<int>(number(i, 0, 100000));
     } else if (a == "-m") {
-      o.allocator = value(i);
-      if (o.allocator != "cuda" && o.allocator != "async" && o.allocator != "pool") {
-        usage("-m takes cuda, async or pool, got '" + o.allocator + "'");
+      try {
+        o.allocator = parse_device_allocator(value(i));
+      } catch (const std::exception& e) {
+        usage(std::string("-m: ") + e.what());
       }
     } else if (a == "-l") {
       o.device_limit_mib = number(i, 0);
-    } else if (a == "-L") {
-      o.no_pinned = true;
-    } else if (a == "-g") {
-      o.pre_partitioned = true;
-    } else if (a == "-s") {
-      o.discard = true;
-    } else if (a == "-b") {
-      o.no_overbooking = true;
-    } else if (a == "-x") {
-      o.profile = true;
     } else if (a == "--host-limit") {
       o.host_limit_mib = number(i, 0);
     } else if (a == "--spill-dir") {
       o.spill_dir = value(i);
     } else if (a == "--disk-limit") {
       o.disk_limit_mib = number(i, 0);
-    } else if (a == "--cpu") {
-      o.cpu = true;
-    } else if (a == "--overlap") {
-      o.overlap = true;
     } else if (a == "--json") {
       o.json = value(i);
     } else {
@@ -167,11 +163,6 @@ Options parse(int argc, char** argv) {
   if (o.in_parts > o.rows && o.rows > 0) usage("-p is larger than -n: input tables without rows");
   if (o.overlap && !o.pre_partitioned) usage("--overlap needs -g");
   return o;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 std::string fixed(double v, int digits) {
@@ -564,9 +555,9 @@ class Bench {
                 << ")";
     }
     std::cout << " | host memory peak: " << format_bytes(double(peak_host)) << "\n";
-    std::cout << "medians: elapsed " << fixed(median(mine), 4)
-              << " sec | local throughput: " << rate(input_bytes(), median(mine))
-              << " | global throughput: " << rate(input_bytes() * n, median(slowest)) << "\n";
+    std::cout << "medians: elapsed " << fixed(cli::median(mine), 4)
+              << " sec | local throughput: " << rate(input_bytes(), cli::median(mine))
+              << " | global throughput: " << rate(input_bytes() * n, cli::median(slowest)) << "\n";
   }
 
   void write_json(const std::vector<std::vector<RunResult>>& runs,
@@ -619,19 +610,13 @@ std::string hint(const std::exception& e) {
 BufferResourceConfig rank_config(const Options& o) {
   auto c = BufferResourceConfig::from_options();
   c.use_gpu = !o.cpu;
-  if (!o.allocator.empty()) c.device_allocator = parse_device_allocator(o.allocator);
-  if (o.device_limit_mib >= 0) {
-    c.limits[static_cast<std::size_t>(MemoryType::DEVICE)] =
-        Limit::bytes(std::size_t(o.device_limit_mib) << 20);
-  }
-  if (o.host_limit_mib >= 0) {
-    c.limits[static_cast<std::size_t>(MemoryType::HOST)] =
-        Limit::bytes(std::size_t(o.host_limit_mib) << 20);
-  }
-  if (o.disk_limit_mib >= 0) {
-    c.limits[static_cast<std::size_t>(MemoryType::DISK)] =
-        Limit::bytes(std::size_t(o.disk_limit_mib) << 20);
-  }
+  if (o.allocator) c.device_allocator = *o.allocator;
+  auto limit_mib = [&](MemoryType t, long long mib) {  // -1: not given
+    if (mib >= 0) c.limits[index(t)] = Limit::bytes(std::size_t(mib) << 20);
+  };
+  limit_mib(MemoryType::DEVICE, o.device_limit_mib);
+  limit_mib(MemoryType::HOST, o.host_limit_mib);
+  limit_mib(MemoryType::DISK, o.disk_limit_mib);
   if (o.no_pinned) c.pinned_pool = false;
   if (!o.spill_dir.empty()) c.spill_dir = o.spill_dir;
   // Ranks that share a GPU share its memory: each pool gets its part of 90% (not 50% each).

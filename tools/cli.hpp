@@ -1,10 +1,12 @@
 #pragma once
-// Command-line helpers shared by the tools: each reports a bad flag through the tool's own
-// `usage(error)`, which prints the message and the usage and exits with code 2.
+// Helpers shared by the command-line tools. The flag readers report a bad flag through the
+// tool's own `usage(error)`, which prints the message and the usage and exits with code 2.
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace spillway::cli {
 
@@ -28,6 +30,12 @@ inline long long number(int argc, char** argv, int& i, long long min, long long 
           std::to_string(max) + ", got '" + v + "'");
   }
   return n;
+}
+
+/// The median of `v` (the upper one of an even count); 0 for none.
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 }  // namespace spillway::cli

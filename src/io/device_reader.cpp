@@ -5,6 +5,8 @@
 #include <spillway/core/event.hpp>
 #include <spillway/core/stream.hpp>
 
+#include "tasks.hpp"
+
 #include <fcntl.h>
 
 #include <array>
@@ -16,7 +18,7 @@ namespace spillway::io {
 
 namespace {
 
-constexpr std::size_t direct_align = 4096;
+using detail::direct_align;
 
 /// One thread's pipeline: two pinned bounce buffers, a stream and an event per buffer.
 struct Lane {
@@ -87,12 +89,7 @@ DevicePath read_file_to_device(const std::string& path, void* dst, std::size_t b
   }
   FileHandle buffered(path, O_RDONLY);
   FileHandle direct;
-  if (options.direct && options.task_size % direct_align == 0) {
-    try {
-      direct = FileHandle(path, O_RDONLY | O_DIRECT);
-    } catch (const io_error&) {  // e.g. tmpfs: no O_DIRECT
-    }
-  }
+  if (options.direct && options.task_size % direct_align == 0) direct = detail::open_direct(path);
   const std::size_t tasks = (bytes + options.task_size - 1) / options.task_size;
   const std::size_t stripes = std::min(tasks, pool != nullptr ? pool->size() + 1 : 1);
   if (stripes == 0) return DevicePath::bounce;
@@ -115,11 +112,7 @@ DevicePath read_file_to_device(const std::string& path, void* dst, std::size_t b
     lane.stream.view().synchronize();
   };
   try {
-    if (pool != nullptr) {
-      pool->parallel_for(stripes, stripe);
-    } else {
-      stripe(0);
-    }
+    detail::run_tasks(pool, stripes, stripe);
   } catch (...) {
     for (auto& l : lanes) l->stream.view().synchronize();  // no copy still reads a buffer
     lane_pool().give_back(lanes);

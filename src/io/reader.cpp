@@ -3,18 +3,19 @@
 #include <spillway/core/error.hpp>
 #include <spillway/core/options.hpp>
 
+#include "tasks.hpp"
+
 #include <fcntl.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <memory>
 
 namespace spillway::io {
 
 namespace {
 
-constexpr std::size_t direct_align = 4096;
+using detail::direct_align;
 
 struct FreeDeleter {
   void operator()(void* p) const noexcept { std::free(p); }
@@ -39,21 +40,11 @@ ReadPath read_file(const std::string& path, void* dst, std::size_t bytes, std::u
   if (options.direct && b > a) {
     SPILLWAY_EXPECTS(options.task_size % direct_align == 0,
                      "read_file: direct reads need a task size that is a multiple of 4096");
-    try {
-      direct = FileHandle(path, O_RDONLY | O_DIRECT);
-    } catch (const io_error&) {  // e.g. tmpfs: no O_DIRECT
-    }
+    direct = detail::open_direct(path);
   }
-  auto for_each_task = [&](std::size_t n, const std::function<void(std::size_t)>& fn) {
-    if (pool != nullptr) {
-      pool->parallel_for(n, fn);
-    } else {
-      for (std::size_t i = 0; i < n; ++i) fn(i);
-    }
-  };
   if (!direct.is_open()) {
     const std::size_t tasks = (bytes + options.task_size - 1) / options.task_size;
-    for_each_task(tasks, [&](std::size_t i) {
+    detail::run_tasks(pool, tasks, [&](std::size_t i) {
       const std::size_t begin = i * options.task_size;
       buffered.pread(out + begin, std::min(options.task_size, bytes - begin), offset + begin);
     });
@@ -63,7 +54,7 @@ ReadPath read_file(const std::string& path, void* dst, std::size_t bytes, std::u
   if (offset + bytes > b) buffered.pread(out + (b - offset), offset + bytes - b, b);
   const std::size_t middle = b - a;
   const std::size_t tasks = (middle + options.task_size - 1) / options.task_size;
-  for_each_task(tasks, [&](std::size_t i) {
+  detail::run_tasks(pool, tasks, [&](std::size_t i) {
     const std::size_t begin = i * options.task_size;
     const std::size_t len = std::min(options.task_size, middle - begin);
     std::byte* to = out + (a - offset) + begin;

@@ -141,6 +141,8 @@ struct Shuffler::Impl {
     return budget;
   }
   ProgressThread::FunctionID function{0};
+  double loop_seconds{0};  // the progress function's time and calls (event-loop-total)
+  std::size_t loop_calls{0};
 };
 
 void Shuffler::Impl::send_ready() {
@@ -245,16 +247,15 @@ void Shuffler::Impl::complete_transfers() {
 }
 
 ProgressThread::Progress Shuffler::Impl::progress() {
-  const auto t0 = std::chrono::steady_clock::now();
-  struct Timed {  // event-loop-total: the time this shuffle's progress function runs
-    BufferResource& br;
-    std::chrono::steady_clock::time_point t0;
+  struct Timed {  // event-loop-total, summed here, recorded once by ~Shuffler
+    Impl& s;
+    std::chrono::steady_clock::time_point t0{std::chrono::steady_clock::now()};
     ~Timed() {
-      br.statistics().add_duration(
-          "event-loop-total",
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      s.loop_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++s.loop_calls;
     }
-  } timed{br, t0};
+  } timed{*this};
   try {
     // The progress thread may serve ranks on other GPUs: work on this rank's.
     if (br.device() >= 0 && cuda::current_device() != br.device()) cuda::set_device(br.device());
@@ -303,6 +304,7 @@ Shuffler::~Shuffler() {
     impl_->comm.progress_thread().remove_function(impl_->function);
   } catch (...) {  // the error was already handed to wait_any, or nobody asked
   }
+  impl_->br.statistics().add("event-loop-total", 0, impl_->loop_seconds, impl_->loop_calls);
 }
 
 void Shuffler::insert(std::unordered_map<PartID, PackedData>&& chunks) {

@@ -35,12 +35,12 @@ std::string json_escape(std::string_view s) {
   return out;
 }
 
-void Statistics::add(std::string_view name, double bytes, double seconds) {
-  if (!enabled_) return;
+void Statistics::add(std::string_view name, double bytes, double seconds, std::size_t events) {
+  if (!enabled_ || events == 0) return;
   std::lock_guard lock(mutex_);
   auto it = stats_.find(name);
   if (it == stats_.end()) it = stats_.emplace(std::string(name), Stat{}).first;
-  it->second.count += 1;
+  it->second.count += events;
   it->second.bytes += bytes;
   it->second.seconds += seconds;
 }

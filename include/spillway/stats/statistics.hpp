@@ -34,8 +34,9 @@ class Statistics {
   ~Statistics() = default;
 
   [[nodiscard]] bool enabled() const noexcept { return enabled_; }
-  /// Records one event that moved `bytes` in `seconds` (either may be 0).
-  void add(std::string_view name, double bytes, double seconds);
+  /// Records `events` events (one by default) that together moved `bytes` in `seconds`
+  /// (either may be 0): a hot loop can sum locally and record once.
+  void add(std::string_view name, double bytes, double seconds, std::size_t events = 1);
   void add_bytes(std::string_view name, double bytes) { add(name, bytes, 0); }
   void add_duration(std::string_view name, double seconds) { add(name, 0, seconds); }
   void add_count(std::string_view name) { add(name, 0, 0); }

@@ -80,16 +80,7 @@ template <typename R, typename Body>
 __global__ void ranges_kernel(const R* ranges, const std::size_t* first_chunk, std::size_t n,
                               Body body) {
   const std::size_t chunk = blockIdx.x;
-  std::size_t lo = 0;
-  std::size_t hi = n;  // the range is the last one with first_chunk <= chunk
-  while (hi - lo > 1) {
-    const std::size_t mid = (lo + hi) / 2;
-    if (first_chunk[mid] <= chunk) {
-      lo = mid;
-    } else {
-      hi = mid;
-    }
-  }
+  const std::size_t lo = last_at_or_below(first_chunk, n, chunk);
   const R r = ranges[lo];
   const std::size_t a = (chunk - first_chunk[lo]) * Body::chunk;
   const std::size_t b = a + Body::chunk < Body::items(r) ? a + Body::chunk : Body::items(r);

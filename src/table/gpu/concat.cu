@@ -28,16 +28,7 @@ __global__ void gather_mask_kernel(const std::uint8_t* const* masks, const std::
   for (unsigned j = 0; j < 8; ++j) {
     const std::size_t row = i * 8 + j;
     if (row >= rows) break;
-    std::size_t lo = 0;
-    std::size_t hi = ntables;
-    while (hi - lo > 1) {
-      const std::size_t mid = (lo + hi) / 2;
-      if (starts[mid] <= row) {
-        lo = mid;
-      } else {
-        hi = mid;
-      }
-    }
+    const std::size_t lo = detail::last_at_or_below(starts, ntables, std::uint64_t{row});
     const std::uint8_t* m = masks[lo];
     const std::size_t r = row - starts[lo];
     if (m == nullptr || ((m[r >> 3] >> (r & 7)) & 1U) != 0) v |= 1U << j;

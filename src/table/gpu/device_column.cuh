@@ -54,6 +54,23 @@ __device__ inline std::uint32_t hash_row(const DeviceColumn* keys, std::uint32_t
   return h;
 }
 
+/// The index of the last of `n` ascending values `starts` that is ≤ x (starts[0] ≤ x): which
+/// of several concatenated ranges holds item x.
+template <typename T>
+__device__ inline std::size_t last_at_or_below(const T* starts, std::size_t n, T x) {
+  std::size_t lo = 0;
+  std::size_t hi = n;
+  while (hi - lo > 1) {
+    const std::size_t mid = (lo + hi) / 2;
+    if (starts[mid] <= x) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
 inline DeviceColumn to_device_column(const ColumnView& c) {
   return {c.type, static_cast<std::uint32_t>(size_of(c.type)),
           static_cast<const std::byte*>(c.data), c.offsets, c.null_mask};
