@@ -50,15 +50,20 @@ fi
 
 if [ "$only" = all ] || [ "$only" = comm ]; then
   # The MPI suites (device buffers where the GPU tier is live), then spillway-bench-comm against
-  # NCCL (device memory) and MPI_Alltoallv (host memory), 2 ranks, 64 KiB to 256 MiB messages.
-  for t in test_comm_mpi test_shuffle_mpi; do
-    $MPIRUN -np 2 "$B/tests/$t" > "$OUT/${t}_np2.log" 2>&1
-    rc=$?
-    summary+=("$(printf '%-40s rc=%d passed=%s' "$t (mpirun -np 2)" "$rc" \
-      "$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/${t}_np2.log" | head -1)")")
-    [ "$rc" -eq 0 ] || { fail=1; tail -30 "$OUT/${t}_np2.log"; }
+  # NCCL (device memory) and MPI_Alltoallv (host memory), 2 ranks, 64 KiB to 4 GiB messages.
+  # Device buffers between the two processes go through CUDA IPC windows; the second run makes
+  # the slots tiny (1 MiB, 4 of them) so that transfers take many pieces and wait for slots.
+  for run in "default:" "small_slots:-x SPILLWAY_MPI_IPC_WINDOW=4MiB -x SPILLWAY_MPI_IPC_SLOT=1MiB"; do
+    for t in test_comm_mpi test_shuffle_mpi; do
+      log="$OUT/${t}_np2_${run%%:*}.log"
+      $MPIRUN -np 2 ${run#*:} "$B/tests/$t" --gtest_color=no > "$log" 2>      $MPIRUN -np 2 ${run#*:} "$B/tests/$t" > "$log" 2>&11
+      rc=$?
+      summary+=("$(printf '%-40s rc=%d passed=%s' "$t (mpirun -np 2, ${run%%:*})" "$rc" \
+        "$(grep -oP '\[  PASSED  \] \K[0-9]+' "$log" | head -1)")")
+      [ "$rc" -eq 0 ] || { fail=1; tail -30 "$log"; }
+    done
   done
-  for size in 64KiB 1MiB 16MiB 256MiB; do
+  for size in 64KiB 1MiB 16MiB 256MiB 1GiB 4GiB; do
     for how in "local device" "mpi device" "mpi host"; do
       set -- $how
       log="$OUT/bench_comm_$1_$2.log"
@@ -88,8 +93,11 @@ if [ "$only" = all ] || [ "$only" = shuffle ]; then
     timeout 300 "$S" -C local --ranks "$gpus" $A ${run#*:} --json "$OUT/shuffle_$name.json" \
       > "$OUT/shuffle_$name.log" 2>&1 || { fail=1; tail -20 "$OUT/shuffle_$name.log"; }
   done
-  $MPIRUN -np "$gpus" "$S" -C mpi $A -g --json "$OUT/shuffle_mpi_g.json" \
-    > "$OUT/shuffle_mpi_g.log" 2>&1 || { fail=1; tail -20 "$OUT/shuffle_mpi_g.log"; }
+  for run in "mpi_g:-g" "mpi_hash:"; do
+    name=${run%%:*}
+    $MPIRUN -np "$gpus" "$S" -C mpi $A ${run#*:} --json "$OUT/shuffle_$name.json" \
+      > "$OUT/shuffle_$name.log" 2>&1 || { fail=1; tail -20 "$OUT/shuffle_$name.log"; }
+  done
   RANKS=$gpus BENCH="$S" SWEEP_TIMEOUT=200 bash scripts/spill-sweep.sh "$OUT/sweep" \
     > "$OUT/sweep.log" 2>&1 || { fail=1; tail -30 "$OUT/sweep.log"; }
   cp "$OUT/sweep/sweep-device.md" "$OUT/sweep.md" 2>/dev/null

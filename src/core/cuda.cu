@@ -8,6 +8,7 @@
 #include "cuda_try.hpp"
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace spillway::cuda {
@@ -128,6 +129,27 @@ void* malloc_device(std::size_t bytes) {
 
 void free_device(void* ptr) noexcept {
   (void)cudaFree(ptr);
+}
+
+IpcHandle ipc_handle(void* ptr) {
+  static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(IpcHandle));
+  cudaIpcMemHandle_t h{};
+  SPILLWAY_CUDA_TRY(cudaIpcGetMemHandle(&h, ptr));
+  IpcHandle out{};
+  std::memcpy(out.data(), &h, sizeof h);
+  return out;
+}
+
+void* ipc_open(const IpcHandle& handle) {
+  cudaIpcMemHandle_t h{};
+  std::memcpy(&h, handle.data(), sizeof h);
+  void* p = nullptr;
+  SPILLWAY_CUDA_TRY(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
+  return p;
+}
+
+void ipc_close(void* ptr) noexcept {
+  (void)cudaIpcCloseMemHandle(ptr);
 }
 
 void* malloc_async(std::size_t bytes, Stream stream) {

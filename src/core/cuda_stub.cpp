@@ -44,6 +44,13 @@ void* malloc_device(std::size_t /*bytes*/) {
   no_cuda("malloc_device");
 }
 void free_device(void* /*ptr*/) noexcept {}
+IpcHandle ipc_handle(void* /*ptr*/) {
+  no_cuda("ipc_handle");
+}
+void* ipc_open(const IpcHandle& /*handle*/) {
+  no_cuda("ipc_open");
+}
+void ipc_close(void* /*ptr*/) noexcept {}
 void* malloc_async(std::size_t /*bytes*/, Stream /*stream*/) {
   no_cuda("malloc_async");
 }

@@ -121,6 +121,14 @@ OptionValues from_environment() {
         "SPILLWAY_COMM_TIMEOUT must be a positive number of seconds, got '" + *e + "'");
     v.comm_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
   }
+  if (auto e = env("SPILLWAY_MPI_IPC_WINDOW")) {
+    v.mpi_ipc_window = parse_bytes(*e, "SPILLWAY_MPI_IPC_WINDOW");
+  }
+  if (auto e = env("SPILLWAY_MPI_IPC_SLOT")) {
+    v.mpi_ipc_slot = positive_bytes(*e, "SPILLWAY_MPI_IPC_SLOT");
+    SPILLWAY_EXPECTS(v.mpi_ipc_slot <= (std::size_t{1} << 30),
+                     "SPILLWAY_MPI_IPC_SLOT must be at most 1 GiB, got '" + *e + "'");
+  }
   if (auto e = env("SPILLWAY_LOG_LEVEL")) {
     try {
       v.log_level = parse_log_level(*e);
@@ -234,6 +242,14 @@ void set_spill_period(std::chrono::milliseconds period) {
 void set_comm_timeout(std::chrono::milliseconds timeout) {
   SPILLWAY_EXPECTS(timeout.count() > 0, "the communication timeout must be positive");
   update([&](OptionValues& v) { v.comm_timeout = timeout; });
+}
+void set_mpi_ipc_window(std::size_t bytes) {
+  update([&](OptionValues& v) { v.mpi_ipc_window = bytes; });
+}
+void set_mpi_ipc_slot(std::size_t bytes) {
+  SPILLWAY_EXPECTS(bytes > 0 && bytes <= (std::size_t{1} << 30),
+                   "the CUDA IPC slot size must be within 1 B..1 GiB");
+  update([&](OptionValues& v) { v.mpi_ipc_slot = bytes; });
 }
 
 void set_spill_injection(double probability) {

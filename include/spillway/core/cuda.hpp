@@ -7,6 +7,7 @@
 
 #include <spillway/core/stream.hpp>
 
+#include <array>
 #include <cstddef>
 
 namespace spillway::cuda {
@@ -35,6 +36,15 @@ bool enable_peer_access(int device, int peer);
 
 void* malloc_device(std::size_t bytes);
 void free_device(void* ptr) noexcept;
+
+/// A CUDA IPC handle (cudaIpcMemHandle_t's 64 bytes) of a malloc_device allocation, for
+/// another process on this node to map with ipc_open.
+using IpcHandle = std::array<std::byte, 64>;
+IpcHandle ipc_handle(void* ptr);
+/// Maps another process's allocation into this one on the current device (peer access enabled
+/// lazily). @throws spillway::cuda_error when it cannot (another node, no peer path, ...)
+void* ipc_open(const IpcHandle& handle);
+void ipc_close(void* ptr) noexcept;
 /// cudaMallocAsync on the current device's default pool.
 void* malloc_async(std::size_t bytes, Stream stream);
 void free_async(void* ptr, Stream stream) noexcept;

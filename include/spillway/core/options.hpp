@@ -63,6 +63,14 @@ struct OptionValues {
   /// SPILLWAY_COMM_TIMEOUT: seconds a rank waits on a peer before it fails with a comm_error
   /// (a dead or stuck peer); default 300.
   std::chrono::milliseconds comm_timeout{300000};
+  /// SPILLWAY_MPI_IPC_WINDOW: device memory each rank of the `mpi` communicator sets aside (in
+  /// slots) for peers on its node to copy device buffers into over CUDA IPC; 0 turns
+  /// CUDA IPC off (device buffers are then staged through pinned host memory). Default 512 MiB.
+  std::size_t mpi_ipc_window{std::size_t{512} << 20};
+  /// SPILLWAY_MPI_IPC_SLOT: the slot size of that window, the piece in which device buffers
+  /// move through it; default 64 MiB (16 MiB pieces reached 0.90x NCCL on 4 GiB messages,
+  /// 64 MiB 1.00x: bench/NOTES.md).
+  std::size_t mpi_ipc_slot{std::size_t{64} << 20};
   /// SPILLWAY_LOG_LEVEL: none | error | warn | info | debug | trace; default warn.
   LogLevel log_level{LogLevel::warn};
 };
@@ -93,6 +101,8 @@ void set_staging_size(std::size_t bytes);
 void set_spill_period(std::chrono::milliseconds period);
 void set_spill_injection(double probability);
 void set_comm_timeout(std::chrono::milliseconds timeout);
+void set_mpi_ipc_window(std::size_t bytes);
+void set_mpi_ipc_slot(std::size_t bytes);
 void set_log_level(LogLevel level);
 
 /// Reads the SPILLWAY_* variables again into the settings (tests use this after setenv).
