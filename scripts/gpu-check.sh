@@ -56,7 +56,7 @@ if [ "$only" = all ] || [ "$only" = comm ]; then
   for run in "default:" "small_slots:-x SPILLWAY_MPI_IPC_WINDOW=4MiB -x SPILLWAY_MPI_IPC_SLOT=1MiB"; do
     for t in test_comm_mpi test_shuffle_mpi; do
       log="$OUT/${t}_np2_${run%%:*}.log"
-      $MPIRUN -np 2 ${run#*:} "$B/tests/$t" --gtest_color=no > "$log" 2>      $MPIRUN -np 2 ${run#*:} "$B/tests/$t" > "$log" 2>&11
+      $MPIRUN -np 2 ${run#*:} "$B/tests/$t" --gtest_color=no > "$log" 2>&1
       rc=$?
       summary+=("$(printf '%-40s rc=%d passed=%s' "$t (mpirun -np 2, ${run%%:*})" "$rc" \
         "$(grep -oP '\[  PASSED  \] \K[0-9]+' "$log" | head -1)")")
