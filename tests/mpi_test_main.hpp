@@ -3,7 +3,9 @@
 // rank (rank r on GPU r % count), handed to `setup` to register or bind the tests; the exit
 // code is non-zero if any rank failed.
 
+#include <spillway/comm/bootstrap.hpp>
 #include <spillway/comm/mpi.hpp>
+#include <spillway/comm/mpi_world.hpp>
 #include <spillway/core/cuda.hpp>
 
 #include "common.hpp"
@@ -22,15 +24,15 @@ inline int run_mpi_tests(int argc, char** argv,
   int failed = 0;
   {
     int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (const int gpus = cuda::device_count(); gpus > 0) cuda::set_device(rank % gpus);
+    MPI_Comm_rank(mpi::world(), &rank);
+    if (const int dev = bootstrap::device_for_rank(rank); dev >= 0) cuda::set_device(dev);
     TempDir dir;
     BufferResource br(small_config(dir.path()));
     auto comm = make_mpi_communicator(br);
     comm->set_timeout(std::chrono::seconds(60));
     setup(*comm, br);
     int local = RUN_ALL_TESTS();
-    MPI_Allreduce(&local, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&local, &failed, 1, MPI_INT, MPI_MAX, mpi::world());
   }
   mpi::finalize();
   return failed;

@@ -7,6 +7,7 @@
 // bytes this rank sent over its time. Global throughput: the bytes all ranks sent over the
 // slowest rank's time (one figure for the whole exchange).
 #include <spillway/comm/local.hpp>
+#include <spillway/comm/bootstrap.hpp>
 #include <spillway/comm/mpi.hpp>
 #include <spillway/comm/single.hpp>
 #include <spillway/core/cuda.hpp>
@@ -16,6 +17,7 @@
 
 #if SPILLWAY_HAS_MPI
 #include <mpi.h>
+#include <spillway/comm/mpi_world.hpp>
 #endif
 #if SPILLWAY_BENCH_NCCL
 #include <cuda_runtime_api.h>
@@ -249,13 +251,13 @@ std::vector<double> alltoallv(const Options& o, int nranks, int me) {
   counts[static_cast<std::size_t>(me)] = 0;  // nothing to itself, as above
   std::vector<double> slowest;
   for (int run = 0; run < o.warmups + o.runs; ++run) {
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(mpi::world());
     const auto t0 = Clock::now();
     const int rc = MPI_Alltoallv(send.data(), counts.data(), displs.data(), type, recv.data(),
-                                 counts.data(), displs.data(), type, MPI_COMM_WORLD);
+                                 counts.data(), displs.data(), type, mpi::world());
     double s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (rc != MPI_SUCCESS) throw comm_error("MPI_Alltoallv failed (baseline)");
-    MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, mpi::world());
     if (run >= o.warmups) slowest.push_back(s);
   }
   if (unit > 1) MPI_Type_free(&type);
@@ -399,15 +401,15 @@ int run_mpi(const Options& o) {
   mpi::init(nullptr, nullptr);
   int me = 0;
   int n = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  MPI_Comm_rank(mpi::world(), &me);
+  MPI_Comm_size(mpi::world(), &n);
   int rc = 0;
   {
-    if (const int gpus = cuda::device_count(); gpus > 0) cuda::set_device(me % gpus);
+    if (const int dev = bootstrap::device_for_rank(me); dev >= 0) cuda::set_device(dev);
     BufferResource br(rank_config(o));
     auto comm = make_mpi_communicator(br);
     auto max_over = [](double s) {
-      MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, mpi::world());
       return s;
     };
     try {
@@ -426,13 +428,13 @@ int run_mpi(const Options& o) {
       if (o.baseline && o.tier == MemoryType::DEVICE) {
         ncclUniqueId id;
         if (me == 0) NCCL_TRY(ncclGetUniqueId(&id));
-        MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+        MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, mpi::world());
         ncclComm_t nc = nullptr;
         NCCL_TRY(ncclCommInitRank(&nc, n, id, me));
-        auto t = nccl_exchange(nc, o, n, me, [] { MPI_Barrier(MPI_COMM_WORLD); });
+        auto t = nccl_exchange(nc, o, n, me, [] { MPI_Barrier(mpi::world()); });
         std::vector<double> slow = t;
         MPI_Allreduce(MPI_IN_PLACE, slow.data(), static_cast<int>(slow.size()), MPI_DOUBLE, MPI_MAX,
-                      MPI_COMM_WORLD);
+                      mpi::world());
         if (me == 0) {
           report("nccl", o, n, t, slow, true);
           print_ratio("NCCL", slowest, slow);

@@ -16,6 +16,7 @@
 // and, on the CPU path, measured and taken out. Local throughput: this rank's input bytes over
 // its time; global: all ranks' bytes over the slowest rank's time.
 #include <spillway/comm/local.hpp>
+#include <spillway/comm/bootstrap.hpp>
 #include <spillway/comm/mpi.hpp>
 #include <spillway/comm/single.hpp>
 #include <spillway/core/cuda.hpp>
@@ -625,6 +626,7 @@ BufferResourceConfig rank_config(const Options& o) {
   if (o.comm == "mpi") {
     const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     ranks_here = local_size != nullptr ? std::max(1, std::atoi(local_size)) : 1;
+    if (const auto launch = bootstrap::from_environment()) ranks_here = launch->nranks;
   }
   if (gpus > 0 && ranks_here > gpus && c.device_pool_size.is_unlimited() &&
       o.device_limit_mib < 0) {
@@ -680,8 +682,8 @@ int run_mpi(const Options& o) {
     std::unique_ptr<BufferResource> br;
     std::unique_ptr<Communicator> comm;
     try {
-      if (const int gpus = cuda::device_count(); gpus > 0 && !o.cpu) {
-        cuda::set_device(static_cast<int>(mpi::world_rank() % gpus));
+      if (const int dev = bootstrap::device_for_rank(mpi::world_rank()); dev >= 0 && !o.cpu) {
+        cuda::set_device(dev);
       }
       br = std::make_unique<BufferResource>(rank_config(o));
       comm = make_mpi_communicator(*br);

@@ -1,8 +1,11 @@
+#include <spillway/comm/bootstrap.hpp>
 #include <spillway/comm/mpi.hpp>
+#include <spillway/comm/mpi_world.hpp>
 
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/core/event.hpp>
+#include <spillway/core/options.hpp>
 #include <spillway/core/units.hpp>
 
 #include "mpi_ipc.hpp"
@@ -10,6 +13,7 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include <array>
 #include <climits>
@@ -24,6 +28,63 @@ namespace spillway {
 
 namespace mpi {
 
+namespace {
+
+MPI_Comm world_comm = MPI_COMM_WORLD;
+
+/// Under spillway-run every rank starts as an MPI singleton: rank 0 opens a port and publishes
+/// its name; the others connect to it (in any order), each joining the group that has formed
+/// so far, which accepts once per missing rank; a split finally orders the ranks by their
+/// SPILLWAY_RUN_RANK. OpenMPI needs the ompi-server that spillway-run starts for this.
+MPI_Comm join(const LaunchInfo& launch) {
+  const auto timeout = options::get().comm_timeout;
+  auto check = [&](int rc, const char* what) {
+    if (rc == MPI_SUCCESS) return;
+    throw comm_error("[rank " + std::to_string(launch.rank) + "] spillway-run bootstrap: " + what +
+                     " failed (OpenMPI needs the ompi-server that spillway-run starts)");
+  };
+  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+  std::array<char, MPI_MAX_PORT_NAME> port{};
+  MPI_Comm group = MPI_COMM_NULL;
+  check(MPI_Comm_dup(MPI_COMM_SELF, &group), "MPI_Comm_dup");
+  if (launch.rank == 0) {
+    check(MPI_Open_port(MPI_INFO_NULL, port.data()), "MPI_Open_port");
+    bootstrap::publish(launch, "mpi-port", port.data());
+  } else {
+    const std::string name = bootstrap::lookup(launch, "mpi-port", timeout);
+    SPILLWAY_EXPECTS(name.size() < port.size(), "bootstrap: the published MPI port name is too long");
+    std::memcpy(port.data(), name.data(), name.size());
+    MPI_Comm inter = MPI_COMM_NULL;
+    check(MPI_Comm_connect(port.data(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter), "MPI_Comm_connect");
+    MPI_Comm_free(&group);
+    check(MPI_Intercomm_merge(inter, 1, &group), "MPI_Intercomm_merge");
+    MPI_Comm_free(&inter);
+  }
+  for (int size = 1;;) {
+    MPI_Comm_size(group, &size);
+    if (size == launch.nranks) break;
+    MPI_Comm inter = MPI_COMM_NULL;
+    MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN);
+    check(MPI_Comm_accept(port.data(), MPI_INFO_NULL, 0, group, &inter), "MPI_Comm_accept");
+    MPI_Comm grown = MPI_COMM_NULL;
+    check(MPI_Intercomm_merge(inter, 0, &grown), "MPI_Intercomm_merge");
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&group);
+    group = grown;
+  }
+  if (launch.rank == 0) MPI_Close_port(port.data());
+  MPI_Comm ordered = MPI_COMM_NULL;
+  check(MPI_Comm_split(group, 0, launch.rank, &ordered), "MPI_Comm_split");
+  MPI_Comm_free(&group);
+  int r = -1;
+  MPI_Comm_rank(ordered, &r);
+  SPILLWAY_EXPECTS(r == launch.rank, "spillway-run bootstrap: two processes claim rank " +
+                                         std::to_string(launch.rank));
+  return ordered;
+}
+
+}  // namespace
+
 bool is_compiled() noexcept {
   return true;
 }
@@ -36,6 +97,11 @@ bool init(int* argc, char*** argv) {
   if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     throw comm_error("MPI_Init_thread failed");
   }
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (const auto launch = bootstrap::from_environment(); launch && size == 1 && launch->nranks > 1) {
+    world_comm = join(*launch);
+  }
   return true;
 }
 
@@ -44,17 +110,26 @@ void finalize() noexcept {
   int finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (initialized != 0 && finalized == 0) MPI_Finalize();
+  if (initialized == 0 || finalized != 0) return;
+  if (world_comm != MPI_COMM_WORLD) {  // (MPI_Comm_disconnect waits forever on ompi-server)
+    MPI_Comm_free(&world_comm);
+    world_comm = MPI_COMM_WORLD;
+  }
+  MPI_Finalize();
+}
+
+MPI_Comm world() noexcept {
+  return world_comm;
 }
 
 int world_rank() noexcept {
   int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_rank(world_comm, &r);
   return r;
 }
 
 void abort(int code) noexcept {
-  MPI_Abort(MPI_COMM_WORLD, code);
+  MPI_Abort(world_comm, code);
   std::_Exit(code);
 }
 
@@ -739,13 +814,13 @@ std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& br) {
   SPILLWAY_EXPECTS(level >= MPI_THREAD_SERIALIZED,
                    "the MPI communicator needs MPI_THREAD_SERIALIZED or better");
   st->serialize = level < MPI_THREAD_MULTIPLE;
-  st->check(MPI_Comm_dup(MPI_COMM_WORLD, &st->comm), "MPI_Comm_dup");
+  st->check(MPI_Comm_dup(mpi::world(), &st->comm), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(st->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(st->comm, &st->rank);
   MPI_Comm_size(st->comm, &st->size);
   void* ub = nullptr;
   int found = 0;
-  MPI_Comm_get_attr(st->comm, MPI_TAG_UB, &ub, &found);
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);  // set on the world only
   const long tag_ub = found != 0 ? *static_cast<int*>(ub) : 32767;
   SPILLWAY_EXPECTS(
       tag_ub >= (1L << 26) - 1,

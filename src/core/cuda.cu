@@ -7,6 +7,8 @@
 
 #include "cuda_try.hpp"
 
+#include <array>
+#include <cctype>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -97,6 +99,14 @@ const char* device_name() {
   thread_local cudaDeviceProp prop{};
   SPILLWAY_CUDA_TRY(cudaGetDeviceProperties(&prop, current_device()));
   return prop.name;
+}
+
+std::string pci_bus_id(int device) {
+  std::array<char, 32> id{};
+  SPILLWAY_CUDA_TRY(cudaDeviceGetPCIBusId(id.data(), static_cast<int>(id.size()), device));
+  std::string out(id.data());
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
 }
 
 bool enable_peer_access(int device, int peer) {

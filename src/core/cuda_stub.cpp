@@ -44,6 +44,9 @@ void* malloc_device(std::size_t /*bytes*/) {
   no_cuda("malloc_device");
 }
 void free_device(void* /*ptr*/) noexcept {}
+std::string pci_bus_id(int /*device*/) {
+  no_cuda("pci_bus_id");
+}
 IpcHandle ipc_handle(void* /*ptr*/) {
   no_cuda("ipc_handle");
 }

@@ -16,7 +16,7 @@ BufferResource* br_ = nullptr;
 
 TableChecksum sum_over_ranks(TableChecksum c) {
   std::array<std::uint64_t, 2> v{c.rows, c.sum};
-  MPI_Allreduce(MPI_IN_PLACE, v.data(), 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, v.data(), 2, MPI_UINT64_T, MPI_SUM, mpi::world());
   return {v[0], v[1]};
 }
 

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstddef>
+#include <string>
 
 namespace spillway::cuda {
 
@@ -29,6 +30,8 @@ std::size_t device_free_memory();
 bool reads_pageable_memory();
 /// The device's name, e.g. "NVIDIA H200".
 const char* device_name();
+/// The PCI address of `device` as sysfs spells it ("0000:1b:00.0").
+std::string pci_bus_id(int device);
 
 /// Lets `device` access memory of `peer` directly (NVLink/PCIe peer to peer), if the hardware
 /// can; returns whether it can. Enabling twice is fine.
