@@ -35,6 +35,7 @@ struct Options {
   std::size_t task_size{options::get().io_task_size};
   bool cold{false};
   bool direct{options::get().io_direct};
+  IoGds gds{options::get().io_gds};
   bool tune{false};
   bool device{false};  // --target device
   int runs{3};
@@ -51,6 +52,8 @@ struct Options {
         "                      buffers, with the pinned host-to-device ceiling measured too)\n"
         "  --cold              drop the files from the page cache before each run\n"
         "  --direct            O_DIRECT for the aligned part of each file (SPILLWAY_IO_DIRECT)\n"
+        "  --gds off|auto|on   GPUDirect Storage (cuFile) for --target device (SPILLWAY_IO_GDS;\n"
+        "                      auto: only with the nvidia-fs driver, on: also compat mode)\n"
         "  --tune              sweep threads x task size; print the best as SPILLWAY_IO_* lines\n"
         "  --runs N            runs per thread count; the median is shown (default 3)\n"
         "  -h                  this help\n";
@@ -98,6 +101,10 @@ Options parse(int argc, char** argv) {
       o.cold = true;
     } else if (a == "--direct") {
       o.direct = true;
+    } else if (a == "--gds") {
+      const std::string v = value();
+      if (v != "off" && v != "auto" && v != "on") usage("--gds takes off, auto or on, got '" + v + "'");
+      o.gds = v == "off" ? IoGds::off : v == "on" ? IoGds::on : IoGds::automatic;
     } else if (a == "--tune") {
       o.tune = true;
     } else if (a == "--runs") {
@@ -143,11 +150,13 @@ Result measure(const Options& o, std::size_t threads, std::size_t task_size,
     const auto t0 = std::chrono::steady_clock::now();
     std::size_t at = 0;
     for (std::size_t i = 0; i < o.files.size(); ++i) {
-      const io::ReadOptions ro{task_size, o.direct};
+      const io::ReadOptions ro{task_size, o.direct, o.gds};
       if (o.device) {
         const auto how =
             io::read_file_to_device(o.files[i], dst.data() + at, sizes[i], 0, pool.get(), ro);
-        res.path = how == io::DevicePath::bounce ? "pinned bounce" : "pageable";
+        res.path = how == io::DevicePath::bounce ? "pinned bounce"
+                   : how == io::DevicePath::gds  ? "GDS (cuFile)"
+                                                 : "pageable";
       } else {
         const auto how = io::read_file(o.files[i], dst.data() + at, sizes[i], 0, pool.get(), ro);
         res.path = how == io::ReadPath::direct ? "direct" : "buffered";

@@ -10,6 +10,8 @@
 #include <spillway/core/options.hpp>
 #include <spillway/core/stream.hpp>
 #include <spillway/core/units.hpp>
+#include <spillway/io/device_reader.hpp>
+#include <spillway/io/device_writer.hpp>
 #include <spillway/io/file_handle.hpp>
 #include <spillway/io/thread_pool.hpp>
 #include <spillway/memory/buffer.hpp>

@@ -94,6 +94,11 @@ OptionValues from_environment() {
     SPILLWAY_EXPECTS(*e == "0" || *e == "1", "SPILLWAY_IO_DIRECT must be 0 or 1, got '" + *e + "'");
     v.io_direct = (*e == "1");
   }
+  if (auto e = env("SPILLWAY_IO_GDS")) {
+    SPILLWAY_EXPECTS(*e == "off" || *e == "auto" || *e == "on",
+                     "SPILLWAY_IO_GDS must be off, auto or on, got '" + *e + "'");
+    v.io_gds = *e == "off" ? IoGds::off : *e == "on" ? IoGds::on : IoGds::automatic;
+  }
   if (auto e = env("SPILLWAY_SPILL_TASK_SIZE")) {
     v.spill_task_size = positive_bytes(*e, "SPILLWAY_SPILL_TASK_SIZE");
   }
@@ -223,6 +228,9 @@ void set_io_task_size(std::size_t bytes) {
 }
 void set_io_direct(bool enabled) {
   update([&](OptionValues& v) { v.io_direct = enabled; });
+}
+void set_io_gds(IoGds mode) {
+  update([&](OptionValues& v) { v.io_gds = mode; });
 }
 void set_spill_task_size(std::size_t bytes) {
   SPILLWAY_EXPECTS(bytes > 0, "the spill task size must be greater than zero");

@@ -2,87 +2,30 @@
 
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
-#include <spillway/core/event.hpp>
-#include <spillway/core/stream.hpp>
 
+#include "bounce_lanes.hpp"
+#include "gds.hpp"
 #include "tasks.hpp"
 
 #include <fcntl.h>
 
-#include <array>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 namespace spillway::io {
 
-namespace {
-
 using detail::direct_align;
-
-/// One thread's pipeline: two pinned bounce buffers, a stream and an event per buffer.
-struct Lane {
-  Lane(int dev, std::size_t bytes) : device{dev}, size{bytes} {
-    for (auto& b : buf) b = cuda::malloc_pinned(bytes);  // page-aligned
-  }
-  ~Lane() {
-    for (void* b : buf) cuda::free_pinned(b);
-  }
-  Lane(const Lane&) = delete;
-  Lane& operator=(const Lane&) = delete;
-
-  int device;
-  std::size_t size;
-  std::array<void*, 2> buf{};
-  std::array<Event, 2> done;  // the copy out of buf[i]
-  OwningStream stream;        // on `device`
-};
-
-/// Lanes kept for reuse (pinned allocations cost milliseconds), per GPU and task size.
-class LanePool {
- public:
-  std::vector<std::unique_ptr<Lane>> take(int device, std::size_t size, std::size_t n) {
-    std::vector<std::unique_ptr<Lane>> out;
-    {
-      std::lock_guard lock(mutex_);
-      for (auto it = free_.begin(); it != free_.end() && out.size() < n;) {
-        if ((*it)->device == device && (*it)->size == size) {
-          out.push_back(std::move(*it));
-          it = free_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-    while (out.size() < n) out.push_back(std::make_unique<Lane>(device, size));
-    return out;
-  }
-  void give_back(std::vector<std::unique_ptr<Lane>>& lanes) {
-    std::lock_guard lock(mutex_);
-    for (auto& l : lanes) {
-      if (free_.size() >= max_kept) break;  // the rest are freed
-      free_.push_back(std::move(l));
-    }
-    lanes.clear();
-  }
-
- private:
-  static constexpr std::size_t max_kept = 64;
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<Lane>> free_;
-};
-
-LanePool& lane_pool() {
-  static LanePool* pool = new LanePool;  // never destroyed: pinned memory outlives no CUDA context
-  return *pool;
-}
-
-}  // namespace
+using detail::Lane;
+using detail::lane_pool;
 
 DevicePath read_file_to_device(const std::string& path, void* dst, std::size_t bytes,
                                std::uint64_t offset, ThreadPool* pool, const ReadOptions& options) {
   SPILLWAY_EXPECTS(cuda::is_available(), "read_file_to_device needs a GPU");
   SPILLWAY_EXPECTS(options.task_size > 0, "read_file_to_device: the task size must be positive");
+  if (const auto* gds = detail::CuFile::get(options.gds); gds != nullptr && bytes > 0) {
+    gds->read(path, dst, bytes, offset);
+    return DevicePath::gds;
+  }
   if (cuda::reads_pageable_memory()) {
     read_file(path, dst, bytes, offset, pool, options);
     return DevicePath::pageable;
@@ -120,6 +63,17 @@ DevicePath read_file_to_device(const std::string& path, void* dst, std::size_t b
   }
   lane_pool().give_back(lanes);
   return DevicePath::bounce;
+}
+
+
+std::future<DevicePath> read_file_to_device_async(std::string path, void* dst, std::size_t bytes,
+                                                  std::uint64_t offset, ThreadPool& pool,
+                                                  ReadOptions options) {
+  const int device = cuda::is_available() ? cuda::current_device() : -1;  // the caller's
+  return pool.submit([path = std::move(path), dst, bytes, offset, &pool, options, device] {
+    if (device >= 0) cuda::set_device(device);
+    return read_file_to_device(path, dst, bytes, offset, &pool, options);
+  });
 }
 
 }  // namespace spillway::io

@@ -25,7 +25,7 @@ struct FreeDeleter {
 
 ReadOptions ReadOptions::from_options() {
   const OptionValues v = options::get();
-  return ReadOptions{v.io_task_size, v.io_direct};
+  return ReadOptions{v.io_task_size, v.io_direct, v.io_gds};
 }
 
 ReadPath read_file(const std::string& path, void* dst, std::size_t bytes, std::uint64_t offset,

@@ -36,6 +36,9 @@ TEST(Options, DefaultsAreSane) {
   EXPECT_EQ(o.device_allocator, DeviceAllocator::async);
   EXPECT_GE(o.io_threads, 1u);
   EXPECT_EQ(o.spill_task_size, 8 * MiB);
+  EXPECT_EQ(o.io_gds, IoGds::automatic);
+  EXPECT_EQ(o.mpi_ipc_window, 512 * MiB);
+  EXPECT_EQ(o.mpi_ipc_slot, 64 * MiB);
 }
 
 TEST(Options, EnvironmentIsRead) {
@@ -50,6 +53,9 @@ TEST(Options, EnvironmentIsRead) {
   env.set("SPILLWAY_IO_TASK_SIZE", "16MiB");
   env.set("SPILLWAY_IO_DIRECT", "1");
   env.set("SPILLWAY_COMM_TIMEOUT", "2.5");
+  env.set("SPILLWAY_IO_GDS", "on");
+  env.set("SPILLWAY_MPI_IPC_WINDOW", "0");
+  env.set("SPILLWAY_MPI_IPC_SLOT", "1MiB");
   options::reload_from_environment();
   const auto o = options::get();
   EXPECT_EQ(o.host_limit, Limit::bytes(64 * MiB));
@@ -61,6 +67,9 @@ TEST(Options, EnvironmentIsRead) {
   EXPECT_EQ(o.io_task_size, 16 * MiB);
   EXPECT_TRUE(o.io_direct);
   EXPECT_EQ(o.comm_timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(o.io_gds, IoGds::on);
+  EXPECT_EQ(o.mpi_ipc_window, 0u);
+  EXPECT_EQ(o.mpi_ipc_slot, MiB);
 }
 
 TEST(Options, BadEnvironmentNamesTheVariable) {
@@ -73,7 +82,11 @@ TEST(Options, BadEnvironmentNamesTheVariable) {
                                                         {"SPILLWAY_IO_THREADS", "0"},
                                                         {"SPILLWAY_IO_TASK_SIZE", "0"},
                                                         {"SPILLWAY_IO_DIRECT", "maybe"},
-                                                        {"SPILLWAY_COMM_TIMEOUT", "-1"}}) {
+                                                        {"SPILLWAY_COMM_TIMEOUT", "-1"},
+                                                        {"SPILLWAY_IO_GDS", "yes"},
+                                                        {"SPILLWAY_MPI_IPC_WINDOW", "big"},
+                                                        {"SPILLWAY_MPI_IPC_SLOT", "0"},
+                                                        {"SPILLWAY_MPI_IPC_SLOT", "2GiB"}}) {
     EnvGuard env;
     env.set(name, value);
     try {

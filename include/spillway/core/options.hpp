@@ -22,6 +22,9 @@ enum class DeviceAllocator {
 DeviceAllocator parse_device_allocator(const std::string& text);
 const char* to_string(DeviceAllocator a) noexcept;
 
+/// GPUDirect Storage use (see OptionValues::io_gds).
+enum class IoGds { off, automatic, on };
+
 /// All settings. Use `options::get()` for a snapshot and the setters to change one.
 struct OptionValues {
   /// SPILLWAY_SPILL_DIR; default: $TMPDIR, else /tmp. A private subdirectory is made inside.
@@ -47,6 +50,10 @@ struct OptionValues {
   std::size_t io_task_size{0};
   /// SPILLWAY_IO_DIRECT: 1 reads files with O_DIRECT (where the file system allows); default 0.
   bool io_direct{false};
+  /// SPILLWAY_IO_GDS: GPUDirect Storage (cuFile) for file reads into and writes from device
+  /// memory: `off`; `auto` (the default) uses it when libcufile loads and the nvidia-fs driver
+  /// is there (true GDS); `on` whenever libcufile loads, also in its compatibility mode.
+  IoGds io_gds{IoGds::automatic};
   /// SPILLWAY_SPILL_TASK_SIZE: bytes per parallel spill read/write task, each with its own
   /// checksum; default 8 MiB.
   std::size_t spill_task_size{0};
@@ -95,6 +102,7 @@ void set_host_cache(Limit l);
 void set_io_threads(std::size_t n);
 void set_io_task_size(std::size_t bytes);
 void set_io_direct(bool enabled);
+void set_io_gds(IoGds mode);
 void set_spill_task_size(std::size_t bytes);
 void set_spill_file_size(std::size_t bytes);
 void set_staging_size(std::size_t bytes);

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <future>
 #include <string>
 
 namespace spillway::io {
@@ -14,6 +15,7 @@ namespace spillway::io {
 enum class DevicePath {
   bounce,    ///< through pinned bounce buffers, each thread overlapping a read and a copy
   pageable,  ///< straight into device memory: the GPU reads pageable memory (Grace Hopper)
+  gds,       ///< GPUDirect Storage through cuFile (options.gds)
 };
 
 /// Reads exactly `bytes` at `offset` of `path` into device memory `dst` of the current GPU.
@@ -23,11 +25,18 @@ enum class DevicePath {
 /// read of one task overlaps the copy of the one before (KvikIO waits for each copy). Tasks
 /// whose file range is 4096-aligned are read with O_DIRECT when `options.direct` is set and the
 /// file system allows it. Where the GPU reads pageable memory through the host page tables,
-/// the tasks read straight into `dst` instead. Bounce buffers are kept for reuse (per GPU and
-/// task size). Returns once the bytes are on the device.
+/// the tasks read straight into `dst` instead. With `options.gds` allowing it (options.hpp),
+/// cuFile reads the whole range. Bounce buffers are kept for reuse (per GPU and task size).
+/// Returns the path taken, once the bytes are on the device.
 /// @throws spillway::io_error naming file, offset and size; spillway::logic_error without a GPU
 DevicePath read_file_to_device(const std::string& path, void* dst, std::size_t bytes,
                                std::uint64_t offset, ThreadPool* pool,
                                const ReadOptions& options = {});
+
+/// read_file_to_device in the background on `pool`, onto the caller's current GPU: the future
+/// gives the path taken or rethrows the read's error. `dst` must stay valid until it is ready.
+std::future<DevicePath> read_file_to_device_async(std::string path, void* dst, std::size_t bytes,
+                                                  std::uint64_t offset, ThreadPool& pool,
+                                                  ReadOptions options = {});
 
 }  // namespace spillway::io

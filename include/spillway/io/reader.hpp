@@ -4,6 +4,7 @@
 /// the page cache or with O_DIRECT (the aligned middle direct, unaligned head and tail
 /// buffered).
 
+#include <spillway/core/options.hpp>
 #include <spillway/io/file_handle.hpp>
 #include <spillway/io/thread_pool.hpp>
 
@@ -17,8 +18,9 @@ namespace spillway::io {
 struct ReadOptions {
   std::size_t task_size{4u << 20};  // bytes per task; a multiple of 4096 for direct reads
   bool direct{false};               // O_DIRECT for the aligned middle of the range
+  IoGds gds{IoGds::off};            // GPUDirect Storage for device memory (options.hpp)
 
-  /// SPILLWAY_IO_TASK_SIZE and SPILLWAY_IO_DIRECT (see options.hpp).
+  /// SPILLWAY_IO_TASK_SIZE, SPILLWAY_IO_DIRECT and SPILLWAY_IO_GDS (see options.hpp).
   static ReadOptions from_options();
 };
 

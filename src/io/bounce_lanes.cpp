@@ -1,0 +1,46 @@
+#include "bounce_lanes.hpp"
+
+#include <spillway/core/cuda.hpp>
+
+namespace spillway::io::detail {
+
+Lane::Lane(int dev, std::size_t bytes) : device{dev}, size{bytes} {
+  for (auto& b : buf) b = cuda::malloc_pinned(bytes);  // page-aligned
+}
+
+Lane::~Lane() {
+  for (void* b : buf) cuda::free_pinned(b);
+}
+
+std::vector<std::unique_ptr<Lane>> LanePool::take(int device, std::size_t size, std::size_t n) {
+  std::vector<std::unique_ptr<Lane>> out;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = free_.begin(); it != free_.end() && out.size() < n;) {
+      if ((*it)->device == device && (*it)->size == size) {
+        out.push_back(std::move(*it));
+        it = free_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  while (out.size() < n) out.push_back(std::make_unique<Lane>(device, size));
+  return out;
+}
+
+void LanePool::give_back(std::vector<std::unique_ptr<Lane>>& lanes) {
+  std::lock_guard lock(mutex_);
+  for (auto& l : lanes) {
+    if (free_.size() >= max_kept) break;  // the rest are freed
+    free_.push_back(std::move(l));
+  }
+  lanes.clear();
+}
+
+LanePool& lane_pool() {
+  static LanePool* pool = new LanePool;  // never destroyed: pinned memory outlives no CUDA context
+  return *pool;
+}
+
+}  // namespace spillway::io::detail

@@ -1,0 +1,47 @@
+#pragma once
+// Pinned bounce buffers for reads into and writes from device memory (internal): one lane per
+// thread, two page-aligned buffers and a stream, kept for reuse per GPU and task size.
+
+#include <spillway/core/event.hpp>
+#include <spillway/core/stream.hpp>
+
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace spillway::io::detail {
+
+/// One thread's pipeline: two pinned bounce buffers, a stream and an event per buffer.
+struct Lane {
+  Lane(int dev, std::size_t bytes);
+  ~Lane();
+  Lane(const Lane&) = delete;
+  Lane& operator=(const Lane&) = delete;
+
+  int device;
+  std::size_t size;
+  std::array<void*, 2> buf{};
+  std::array<Event, 2> done;  // the last copy into or out of buf[i]
+  OwningStream stream;        // on `device`
+};
+
+/// Lanes kept for reuse (pinned allocations cost milliseconds), per GPU and task size.
+class LanePool {
+ public:
+  /// `n` lanes of `size`-byte buffers on `device`, reused where there are.
+  std::vector<std::unique_ptr<Lane>> take(int device, std::size_t size, std::size_t n);
+  /// Keeps up to max_kept lanes for later; frees the rest.
+  void give_back(std::vector<std::unique_ptr<Lane>>& lanes);
+
+ private:
+  static constexpr std::size_t max_kept = 64;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Lane>> free_;
+};
+
+/// The process's lanes.
+LanePool& lane_pool();
+
+}  // namespace spillway::io::detail
