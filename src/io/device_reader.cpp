@@ -22,8 +22,8 @@ DevicePath read_file_to_device(const std::string& path, void* dst, std::size_t b
                                std::uint64_t offset, ThreadPool* pool, const ReadOptions& options) {
   SPILLWAY_EXPECTS(cuda::is_available(), "read_file_to_device needs a GPU");
   SPILLWAY_EXPECTS(options.task_size > 0, "read_file_to_device: the task size must be positive");
-  if (const auto* gds = detail::CuFile::get(options.gds); gds != nullptr && bytes > 0) {
-    gds->read(path, dst, bytes, offset);
+  if (const auto* gds = detail::CuFile::get(options.gds);
+      gds != nullptr && bytes > 0 && gds->read(path, dst, bytes, offset)) {
     return DevicePath::gds;
   }
   if (cuda::reads_pageable_memory()) {

@@ -22,8 +22,8 @@ DevicePath write_file_from_device(const std::string& path, const void* src, std:
                             std::uint64_t offset, ThreadPool* pool, const ReadOptions& options) {
   SPILLWAY_EXPECTS(cuda::is_available(), "write_file_from_device needs a GPU");
   SPILLWAY_EXPECTS(options.task_size > 0, "write_file_from_device: the task size must be positive");
-  if (const auto* gds = detail::CuFile::get(options.gds); gds != nullptr && bytes > 0) {
-    gds->write(path, src, bytes, offset);
+  if (const auto* gds = detail::CuFile::get(options.gds);
+      gds != nullptr && bytes > 0 && gds->write(path, src, bytes, offset)) {
     return DevicePath::gds;
   }
   FileHandle buffered(path, O_WRONLY | O_CREAT);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -71,7 +72,10 @@ const CuFile::Api* load() {
   return &api;
 }
 
-/// The file opened for cuFile (O_DIRECT where allowed: true GDS needs it) and registered.
+std::atomic<bool> refused{false};  // cuFile would not register a file here
+
+/// The file opened for cuFile (O_DIRECT where allowed: true GDS needs it) and registered;
+/// `ok()` is false when cuFile refused it.
 class Registered {
  public:
   Registered(const CuFile::Api& api, const std::string& path, int flags) : api_{api} {
@@ -84,11 +88,18 @@ class Registered {
     d.type = 1;
     d.handle.fd = file_.fd();
     if (const CUfileError e = api_.handle_register(&handle_, &d); e.err != 0) {
-      throw io_error("GDS: cannot register " + path + " with cuFile (error " +
-                     std::to_string(e.err) + ")");
+      handle_ = nullptr;
+      if (!refused.exchange(true)) {
+        SPILLWAY_LOG(warn, "GDS: cuFile cannot register files here (error "
+                               << e.err << ", no nvidia-fs and no compatibility mode?); "
+                               << "reads and writes of GPU memory use bounce buffers");
+      }
     }
   }
-  ~Registered() { api_.handle_deregister(handle_); }
+  ~Registered() {
+    if (handle_ != nullptr) api_.handle_deregister(handle_);
+  }
+  [[nodiscard]] bool ok() const { return handle_ != nullptr; }
   Registered(const Registered&) = delete;
   Registered& operator=(const Registered&) = delete;
   [[nodiscard]] CUfileHandle handle() const { return handle_; }
@@ -109,16 +120,17 @@ CuFile* CuFile::get(IoGds mode) {
   if (mode == IoGds::off) return nullptr;
   static const Api* api = load();
   static CuFile driver(api);
-  if (api == nullptr) return nullptr;
+  if (api == nullptr || refused.load()) return nullptr;
   if (mode == IoGds::automatic && !std::filesystem::exists("/proc/driver/nvidia-fs/version")) {
     return nullptr;  // compatibility mode only: the bounce path is at least as fast
   }
   return &driver;
 }
 
-void CuFile::read(const std::string& path, void* dst, std::size_t bytes,
+bool CuFile::read(const std::string& path, void* dst, std::size_t bytes,
                   std::uint64_t offset) const {
   const Registered f(*api_, path, O_RDONLY);
+  if (!f.ok()) return false;
   for (std::size_t done = 0; done < bytes;) {
     const ssize_t n = api_->read(f.handle(), dst, bytes - done, static_cast<off_t>(offset + done),
                                  static_cast<off_t>(done));
@@ -126,17 +138,20 @@ void CuFile::read(const std::string& path, void* dst, std::size_t bytes,
     if (n == 0) throw io_error("short read (the file ends first): " + range(path, offset, bytes));
     done += static_cast<std::size_t>(n);
   }
+  return true;
 }
 
-void CuFile::write(const std::string& path, const void* src, std::size_t bytes,
+bool CuFile::write(const std::string& path, const void* src, std::size_t bytes,
                    std::uint64_t offset) const {
   const Registered f(*api_, path, O_WRONLY | O_CREAT);
+  if (!f.ok()) return false;
   for (std::size_t done = 0; done < bytes;) {
     const ssize_t n = api_->write(f.handle(), src, bytes - done, static_cast<off_t>(offset + done),
                                   static_cast<off_t>(done));
     if (n <= 0) throw io_error("GDS write failed (" + std::to_string(n) + "): " + range(path, offset, bytes));
     done += static_cast<std::size_t>(n);
   }
+  return true;
 }
 
 }  // namespace spillway::io::detail

@@ -16,10 +16,13 @@ class CuFile {
   /// The driver when `mode` allows it here (see OptionValues::io_gds), else nullptr.
   static CuFile* get(IoGds mode);
   /// Reads exactly `bytes` at `offset` of `path` into device memory `dst` (the current GPU).
+  /// Returns false, having read nothing, when cuFile will not take the file (no GDS support
+  /// and no compatibility mode here: the first such refusal turns GDS off for the process).
   /// @throws spillway::io_error naming file, offset and size
-  void read(const std::string& path, void* dst, std::size_t bytes, std::uint64_t offset) const;
-  /// Writes `bytes` of device memory `src` to `path` at `offset` (creating the file).
-  void write(const std::string& path, const void* src, std::size_t bytes,
+  bool read(const std::string& path, void* dst, std::size_t bytes, std::uint64_t offset) const;
+  /// Writes `bytes` of device memory `src` to `path` at `offset` (creating the file); false as
+  /// for read.
+  bool write(const std::string& path, const void* src, std::size_t bytes,
              std::uint64_t offset) const;
 
   struct Api;  // the loaded entry points
