@@ -6,8 +6,8 @@
 // Every rank sends `-n` messages of `-s` bytes to every other rank. Local throughput: the
 // bytes this rank sent over its time. Global throughput: the bytes all ranks sent over the
 // slowest rank's time (one figure for the whole exchange).
-#include <spillway/comm/local.hpp>
 #include <spillway/comm/bootstrap.hpp>
+#include <spillway/comm/local.hpp>
 #include <spillway/comm/mpi.hpp>
 #include <spillway/comm/single.hpp>
 #include <spillway/core/cuda.hpp>

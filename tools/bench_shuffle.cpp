@@ -15,8 +15,8 @@
 // extracted partitions' are added up on the GPU inside it (so they cost the figures a little)
 // and, on the CPU path, measured and taken out. Local throughput: this rank's input bytes over
 // its time; global: all ranks' bytes over the slowest rank's time.
-#include <spillway/comm/local.hpp>
 #include <spillway/comm/bootstrap.hpp>
+#include <spillway/comm/local.hpp>
 #include <spillway/comm/mpi.hpp>
 #include <spillway/comm/single.hpp>
 #include <spillway/core/cuda.hpp>

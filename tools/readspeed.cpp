@@ -103,7 +103,8 @@ Options parse(int argc, char** argv) {
       o.direct = true;
     } else if (a == "--gds") {
       const std::string v = value();
-      if (v != "off" && v != "auto" && v != "on") usage("--gds takes off, auto or on, got '" + v + "'");
+      if (v != "off" && v != "auto" && v != "on")
+        usage("--gds takes off, auto or on, got '" + v + "'");
       o.gds = v == "off" ? IoGds::off : v == "on" ? IoGds::on : IoGds::automatic;
     } else if (a == "--tune") {
       o.tune = true;

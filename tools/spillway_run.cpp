@@ -10,8 +10,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
-#include <sys/prctl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,7 +52,8 @@ using Clock = std::chrono::steady_clock;
          "  -x VAR=val            set VAR in every rank's environment (repeatable)\n"
          "  --tag-output          prefix every output line with [rank]\n"
          "  -h, --help            this text\n"
-         "Each rank gets SPILLWAY_RUN_RANK, SPILLWAY_RUN_NRANKS, SPILLWAY_RUN_DEVICE, SPILLWAY_RUN_DIR\n"
+         "Each rank gets SPILLWAY_RUN_RANK, SPILLWAY_RUN_NRANKS, SPILLWAY_RUN_DEVICE, "
+         "SPILLWAY_RUN_DIR\n"
          "and SPILLWAY_RUN_TOKEN; spillway's MPI programs (-C mpi) join through them. When a\n"
          "rank fails, the others are stopped and spillway-run exits with its code.\n";
   std::exit(error.empty() ? 0 : 2);
@@ -163,8 +164,8 @@ Placement placement_of(int gpu) {
   p.cpus = parse_cpu_list(read_line(dir + "/local_cpulist"));
   const std::string node = read_line(dir + "/numa_node");
   p.numa_node = node.empty() ? -1 : std::atoi(node.c_str());
-  p.where = "GPU " + std::to_string(gpu) + " (" + bus + "): " +
-            std::to_string(p.cpus.size()) + " CPUs, NUMA node " + std::to_string(p.numa_node);
+  p.where = "GPU " + std::to_string(gpu) + " (" + bus + "): " + std::to_string(p.cpus.size()) +
+            " CPUs, NUMA node " + std::to_string(p.numa_node);
   return p;
 }
 
@@ -270,7 +271,7 @@ int main(int argc, char** argv) {
   std::vector<Placement> places;
   for (int g : o.gpus) places.push_back(placement_of(g));
 
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
@@ -339,8 +340,8 @@ int main(int argc, char** argv) {
   auto stop_all = [&](int sig) {
     for (const auto& [pid, r] : rank_of) kill(-pid, sig);
   };
-  while (!rank_of.empty() || std::any_of(taggers.begin(), taggers.end(),
-                                         [](const Tagger& t) { return t.fd >= 0; })) {
+  while (!rank_of.empty() ||
+         std::any_of(taggers.begin(), taggers.end(), [](const Tagger& t) { return t.fd >= 0; })) {
     if (!taggers.empty()) {
       std::vector<pollfd> fds;
       for (const auto& t : taggers) fds.push_back({t.fd, POLLIN, 0});  // fd -1 is ignored
@@ -361,9 +362,9 @@ int main(int argc, char** argv) {
       const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       if (code != 0 && !stopping) {
         std::cerr << "spillway-run: rank " << r
-                  << (WIFEXITED(status) ? " exited with code " + std::to_string(code)
-                                        : " was killed by signal " +
-                                              std::to_string(WTERMSIG(status)))
+                  << (WIFEXITED(status)
+                          ? " exited with code " + std::to_string(code)
+                          : " was killed by signal " + std::to_string(WTERMSIG(status)))
                   << "; stopping the other ranks\n";
         exit_code = code;
         stopping = true;

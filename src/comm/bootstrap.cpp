@@ -26,8 +26,8 @@ int env_int(const char* name, int lo, int hi) {
   int out = 0;
   const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
   SPILLWAY_EXPECTS(ec == std::errc() && end == v->data() + v->size() && out >= lo && out <= hi,
-                   std::string(name) + " must be an integer within " + std::to_string(lo) +
-                       ".." + std::to_string(hi) + ", got '" + *v + "'");
+                   std::string(name) + " must be an integer within " + std::to_string(lo) + ".." +
+                       std::to_string(hi) + ", got '" + *v + "'");
   return out;
 }
 

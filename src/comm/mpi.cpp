@@ -52,10 +52,12 @@ MPI_Comm join(const LaunchInfo& launch) {
     bootstrap::publish(launch, "mpi-port", port.data());
   } else {
     const std::string name = bootstrap::lookup(launch, "mpi-port", timeout);
-    SPILLWAY_EXPECTS(name.size() < port.size(), "bootstrap: the published MPI port name is too long");
+    SPILLWAY_EXPECTS(name.size() < port.size(),
+                     "bootstrap: the published MPI port name is too long");
     std::memcpy(port.data(), name.data(), name.size());
     MPI_Comm inter = MPI_COMM_NULL;
-    check(MPI_Comm_connect(port.data(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter), "MPI_Comm_connect");
+    check(MPI_Comm_connect(port.data(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter),
+          "MPI_Comm_connect");
     MPI_Comm_free(&group);
     check(MPI_Intercomm_merge(inter, 1, &group), "MPI_Intercomm_merge");
     MPI_Comm_free(&inter);
@@ -99,7 +101,8 @@ bool init(int* argc, char*** argv) {
   }
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (const auto launch = bootstrap::from_environment(); launch && size == 1 && launch->nranks > 1) {
+  if (const auto launch = bootstrap::from_environment();
+      launch && size == 1 && launch->nranks > 1) {
     world_comm = join(*launch);
   }
   return true;
@@ -164,8 +167,8 @@ struct MpiState {
   bool serialize{false};  // below MPI_THREAD_MULTIPLE: one MPI call at a time
   std::mutex mutex;
   BufferResource* br{nullptr};
-  OwningStream stream{nullptr};      // for the bounce copies and copies out of the window
-  std::unique_ptr<IpcWindows> ipc;   // null without a GPU
+  OwningStream stream{nullptr};     // for the bounce copies and copies out of the window
+  std::unique_ptr<IpcWindows> ipc;  // null without a GPU
   // Stepped transfers (device buffers, and all transfers of window pairs) advance together: a
   // rank waiting on one of them must keep the others moving, or two ranks each waiting on
   // their own send deadlock.
@@ -344,9 +347,9 @@ class MpiRequest final : public detail::Request {
   /// A piece on its way through a window slot.
   struct Lane {
     enum { granted, copying, noticed } phase{granted};
-    SlotMessage msg;                     // the grant (receive) or the notice (send) it sent
+    SlotMessage msg;                    // the grant (receive) or the notice (send) it sent
     MPI_Request req{MPI_REQUEST_NULL};  // of that message
-    Event event;                         // the copy into the slot (send) or out of it (receive)
+    Event event;                        // the copy into the slot (send) or out of it (receive)
   };
 
   [[nodiscard]] bool done() const noexcept {
@@ -640,7 +643,7 @@ class MpiRequest final : public detail::Request {
 
   Buffer& buf_;
   std::shared_ptr<MpiState> st_;
-  const bool headed_;        // a window pair: a header comes first
+  const bool headed_;  // a window pair: a header comes first
   const PostKey key_;
   Mode mode_{Mode::host};
   bool stepped_{false};
@@ -661,7 +664,7 @@ class MpiRequest final : public detail::Request {
   std::size_t next_{0};
   // window
   std::list<Lane> lanes_;
-  SlotMessage slot_msg_;                       // the grant (send) or notice (receive) expected
+  SlotMessage slot_msg_;  // the grant (send) or notice (receive) expected
   MPI_Request slot_msg_req_{MPI_REQUEST_NULL};
   std::size_t granted_{0};
   std::size_t noticed_{0};

@@ -45,8 +45,8 @@ IpcWindows::IpcWindows(MPI_Comm comm, int rank, int size, BufferResource& br)
       mine.slots = want;
       mine.slot_bytes = slot_bytes_ = opts.mpi_ipc_slot;
     } catch (const std::exception& e) {
-      SPILLWAY_LOG(warn, "[rank " << rank << "] no CUDA IPC window ("
-                                  << e.what() << "): device buffers go through the host");
+      SPILLWAY_LOG(warn, "[rank " << rank << "] no CUDA IPC window (" << e.what()
+                                  << "): device buffers go through the host");
       if (window_ != nullptr) cuda::free_device(window_);
       window_ = nullptr;
       charge_.reset();
@@ -102,8 +102,8 @@ void IpcWindows::release(std::uint32_t slot) {
 }
 
 int IpcWindows::mapped_peers() const noexcept {
-  return static_cast<int>(
-      std::count_if(peers_.begin(), peers_.end(), [](const Peer& p) { return p.mapped != nullptr; }));
+  return static_cast<int>(std::count_if(peers_.begin(), peers_.end(),
+                                        [](const Peer& p) { return p.mapped != nullptr; }));
 }
 
 }  // namespace spillway::detail

@@ -1,10 +1,10 @@
 #pragma once
 // CUDA IPC windows of the MPI communicator (internal). Every rank with a GPU sets aside a
-// window of device memory in slots (options mpi_ipc_window and mpi_ipc_slot) and maps the windows of the other ranks
-// of its node. A device buffer travels to such a peer piece by piece: the receiver grants a
-// free slot of its window, the sender's GPU copies the piece into it (NVLink, or within the
-// GPU), says so, and the receiver copies it out to wherever it wants the bytes. Slots are
-// granted only to receives that have matched a send, so a transfer never waits for a slot held
+// window of device memory in slots (options mpi_ipc_window and mpi_ipc_slot) and maps the windows
+// of the other ranks of its node. A device buffer travels to such a peer piece by piece: the
+// receiver grants a free slot of its window, the sender's GPU copies the piece into it (NVLink, or
+// within the GPU), says so, and the receiver copies it out to wherever it wants the bytes. Slots
+// are granted only to receives that have matched a send, so a transfer never waits for a slot held
 // by a transfer that cannot move.
 
 #include <spillway/comm/tag.hpp>

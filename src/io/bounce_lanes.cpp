@@ -2,6 +2,10 @@
 
 #include <spillway/core/cuda.hpp>
 
+#include "tasks.hpp"
+
+#include <algorithm>
+
 namespace spillway::io::detail {
 
 Lane::Lane(int dev, std::size_t bytes) : device{dev}, size{bytes} {
@@ -36,6 +40,21 @@ void LanePool::give_back(std::vector<std::unique_ptr<Lane>>& lanes) {
     free_.push_back(std::move(l));
   }
   lanes.clear();
+}
+
+void run_on_lanes(ThreadPool* pool, std::size_t tasks, std::size_t task_size,
+                  const std::function<void(std::size_t, std::size_t, Lane&)>& stripe) {
+  const std::size_t stripes = std::min(tasks, pool != nullptr ? pool->size() + 1 : 1);
+  if (stripes == 0) return;
+  auto lanes = lane_pool().take(cuda::current_device(), task_size, stripes);
+  try {
+    run_tasks(pool, stripes, [&](std::size_t s) { stripe(s, stripes, *lanes[s]); });
+  } catch (...) {
+    for (auto& l : lanes) l->stream.view().synchronize();  // no copy still uses a buffer
+    lane_pool().give_back(lanes);
+    throw;
+  }
+  lane_pool().give_back(lanes);
 }
 
 LanePool& lane_pool() {

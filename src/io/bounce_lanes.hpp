@@ -5,8 +5,11 @@
 #include <spillway/core/event.hpp>
 #include <spillway/core/stream.hpp>
 
+#include <spillway/io/thread_pool.hpp>
+
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -43,5 +46,12 @@ class LanePool {
 
 /// The process's lanes.
 LanePool& lane_pool();
+
+/// Deals `tasks` out in stripes to the caller and `pool` (one stripe per thread, at most one
+/// per task) and runs stripe(s, stripes, lane) for each, on a lane of `task_size`-byte buffers
+/// of the current GPU. The lanes go back to the pool once every copy on them has finished, also
+/// when a stripe throws (then the first error is rethrown).
+void run_on_lanes(ThreadPool* pool, std::size_t tasks, std::size_t task_size,
+                  const std::function<void(std::size_t, std::size_t, Lane&)>& stripe);
 
 }  // namespace spillway::io::detail

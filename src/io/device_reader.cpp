@@ -16,7 +16,6 @@ namespace spillway::io {
 
 using detail::direct_align;
 using detail::Lane;
-using detail::lane_pool;
 
 DevicePath read_file_to_device(const std::string& path, void* dst, std::size_t bytes,
                                std::uint64_t offset, ThreadPool* pool, const ReadOptions& options) {
@@ -34,37 +33,25 @@ DevicePath read_file_to_device(const std::string& path, void* dst, std::size_t b
   FileHandle direct;
   if (options.direct && options.task_size % direct_align == 0) direct = detail::open_direct(path);
   const std::size_t tasks = (bytes + options.task_size - 1) / options.task_size;
-  const std::size_t stripes = std::min(tasks, pool != nullptr ? pool->size() + 1 : 1);
-  if (stripes == 0) return DevicePath::bounce;
-  auto lanes = lane_pool().take(cuda::current_device(), options.task_size, stripes);
   auto* out = static_cast<std::byte*>(dst);
-  auto stripe = [&](std::size_t s) {
-    Lane& lane = *lanes[s];
-    std::size_t k = 0;
-    for (std::size_t t = s; t < tasks; t += stripes, ++k) {
-      const std::size_t begin = t * options.task_size;
-      const std::size_t len = std::min(options.task_size, bytes - begin);
-      const std::uint64_t at = offset + begin;
-      const std::size_t slot = k & 1U;
-      lane.done[slot].synchronize();  // the copy out of this buffer, two tasks ago
-      const bool aligned = at % direct_align == 0 && len % direct_align == 0;
-      (direct.is_open() && aligned ? direct : buffered).pread(lane.buf[slot], len, at);
-      cuda::memcpy_async(out + begin, lane.buf[slot], len, lane.stream);
-      lane.done[slot].record(lane.stream);
-    }
-    lane.stream.view().synchronize();
-  };
-  try {
-    detail::run_tasks(pool, stripes, stripe);
-  } catch (...) {
-    for (auto& l : lanes) l->stream.view().synchronize();  // no copy still reads a buffer
-    lane_pool().give_back(lanes);
-    throw;
-  }
-  lane_pool().give_back(lanes);
+  detail::run_on_lanes(
+      pool, tasks, options.task_size, [&](std::size_t s, std::size_t stripes, Lane& lane) {
+        std::size_t k = 0;
+        for (std::size_t t = s; t < tasks; t += stripes, ++k) {
+          const std::size_t begin = t * options.task_size;
+          const std::size_t len = std::min(options.task_size, bytes - begin);
+          const std::uint64_t at = offset + begin;
+          const std::size_t slot = k & 1U;
+          lane.done[slot].synchronize();  // the copy out of this buffer, two tasks ago
+          const bool aligned = at % direct_align == 0 && len % direct_align == 0;
+          (direct.is_open() && aligned ? direct : buffered).pread(lane.buf[slot], len, at);
+          cuda::memcpy_async(out + begin, lane.buf[slot], len, lane.stream);
+          lane.done[slot].record(lane.stream);
+        }
+        lane.stream.view().synchronize();
+      });
   return DevicePath::bounce;
 }
-
 
 std::future<DevicePath> read_file_to_device_async(std::string path, void* dst, std::size_t bytes,
                                                   std::uint64_t offset, ThreadPool& pool,

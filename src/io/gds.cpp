@@ -55,7 +55,8 @@ const CuFile::Api* load() {
   static CuFile::Api api{};
   auto sym = [&](const char* name) { return dlsym(lib, name); };
   api.driver_open = reinterpret_cast<decltype(api.driver_open)>(sym("cuFileDriverOpen"));
-  api.handle_register = reinterpret_cast<decltype(api.handle_register)>(sym("cuFileHandleRegister"));
+  api.handle_register =
+      reinterpret_cast<decltype(api.handle_register)>(sym("cuFileHandleRegister"));
   api.handle_deregister =
       reinterpret_cast<decltype(api.handle_deregister)>(sym("cuFileHandleDeregister"));
   api.read = reinterpret_cast<decltype(api.read)>(sym("cuFileRead"));
@@ -134,7 +135,8 @@ bool CuFile::read(const std::string& path, void* dst, std::size_t bytes,
   for (std::size_t done = 0; done < bytes;) {
     const ssize_t n = api_->read(f.handle(), dst, bytes - done, static_cast<off_t>(offset + done),
                                  static_cast<off_t>(done));
-    if (n < 0) throw io_error("GDS read failed (" + std::to_string(n) + "): " + range(path, offset, bytes));
+    if (n < 0)
+      throw io_error("GDS read failed (" + std::to_string(n) + "): " + range(path, offset, bytes));
     if (n == 0) throw io_error("short read (the file ends first): " + range(path, offset, bytes));
     done += static_cast<std::size_t>(n);
   }
@@ -148,7 +150,8 @@ bool CuFile::write(const std::string& path, const void* src, std::size_t bytes,
   for (std::size_t done = 0; done < bytes;) {
     const ssize_t n = api_->write(f.handle(), src, bytes - done, static_cast<off_t>(offset + done),
                                   static_cast<off_t>(done));
-    if (n <= 0) throw io_error("GDS write failed (" + std::to_string(n) + "): " + range(path, offset, bytes));
+    if (n <= 0)
+      throw io_error("GDS write failed (" + std::to_string(n) + "): " + range(path, offset, bytes));
     done += static_cast<std::size_t>(n);
   }
   return true;

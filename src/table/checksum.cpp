@@ -50,10 +50,18 @@ std::uint64_t sum_rows(const TableView& t, std::size_t a, std::size_t b) {
         continue;
       }
       switch (size_of(c.type)) {  // little-endian bytes, zero-extended
-        case 1: add_fixed<std::uint8_t>(c, k, r0, n, terms.data()); break;
-        case 2: add_fixed<std::uint16_t>(c, k, r0, n, terms.data()); break;
-        case 4: add_fixed<std::uint32_t>(c, k, r0, n, terms.data()); break;
-        default: add_fixed<std::uint64_t>(c, k, r0, n, terms.data()); break;
+        case 1:
+          add_fixed<std::uint8_t>(c, k, r0, n, terms.data());
+          break;
+        case 2:
+          add_fixed<std::uint16_t>(c, k, r0, n, terms.data());
+          break;
+        case 4:
+          add_fixed<std::uint32_t>(c, k, r0, n, terms.data());
+          break;
+        default:
+          add_fixed<std::uint64_t>(c, k, r0, n, terms.data());
+          break;
       }
     }
     for (std::size_t i = 0; i < n; ++i) sum += detail::row_value(terms[i]);
@@ -69,10 +77,9 @@ TableChecksum checksum(const TableView& table, std::size_t threads) {
     std::uint64_t sum{0};
   };
   std::vector<Partial> partial(threads);
-  detail::parallel_ranges(table.num_rows(), threads,
-                          [&](std::size_t t, std::size_t a, std::size_t b) {
-                            partial[t].sum = sum_rows(table, a, b);
-                          });
+  detail::parallel_ranges(
+      table.num_rows(), threads,
+      [&](std::size_t t, std::size_t a, std::size_t b) { partial[t].sum = sum_rows(table, a, b); });
   TableChecksum out{table.num_rows(), 0};
   for (const auto& p : partial) out.sum += p.sum;
   return out;

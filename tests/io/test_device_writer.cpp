@@ -22,7 +22,8 @@ namespace {
 
 /// Device memory of `n` bytes (at least one) holding pattern `seed`, freed at scope end.
 struct DevicePattern {
-  DevicePattern(std::size_t n, std::uint64_t seed) : ptr{cuda::malloc_device(std::max<std::size_t>(n, 1))} {
+  DevicePattern(std::size_t n, std::uint64_t seed)
+      : ptr{cuda::malloc_device(std::max<std::size_t>(n, 1))} {
     std::vector<std::byte> host(n);
     test::fill_pattern(host.data(), n, seed);
     if (n > 0) {
@@ -35,6 +36,13 @@ struct DevicePattern {
   DevicePattern& operator=(const DevicePattern&) = delete;
   void* ptr;
 };
+
+std::vector<std::byte> to_host(const void* device, std::size_t n) {
+  std::vector<std::byte> out(n);
+  cuda::memcpy_async(out.data(), device, n, Stream{});
+  cuda::stream_synchronize(Stream{});
+  return out;
+}
 
 std::vector<std::byte> read_all(const std::string& path, std::size_t n) {
   std::vector<std::byte> out(n);
@@ -73,7 +81,8 @@ TEST(DeviceWriter, EverySizeAndOffsetBufferedAndDirect) {
           const auto got = read_all(path, file_size);
           ASSERT_EQ(n == 0 ? 0 : std::memcmp(got.data() + offset, pattern.data(), n), 0);
           for (std::size_t i = 0; i < offset; ++i) ASSERT_EQ(got[i], std::byte{0xEE}) << i;
-          for (std::size_t i = offset + n; i < file_size; ++i) ASSERT_EQ(got[i], std::byte{0xEE}) << i;
+          for (std::size_t i = offset + n; i < file_size; ++i)
+            ASSERT_EQ(got[i], std::byte{0xEE}) << i;
         }
       }
     }
@@ -88,16 +97,14 @@ TEST(DeviceWriter, AsyncWriteThenAsyncReadRoundTrips) {
   DevicePattern back(n, 4);  // different contents until read
   io::ThreadPool pool(4);
   const std::string path = dir.path() + "/round";
-  auto w = io::write_file_from_device_async(path, src.ptr, n, 4096, pool, io::ReadOptions{MiB, true});
+  auto w =
+      io::write_file_from_device_async(path, src.ptr, n, 4096, pool, io::ReadOptions{MiB, true});
   w.get();
-  auto r = io::read_file_to_device_async(path, back.ptr, n, 4096, pool, io::ReadOptions{MiB, false});
+  auto r =
+      io::read_file_to_device_async(path, back.ptr, n, 4096, pool, io::ReadOptions{MiB, false});
   (void)r.get();
-  std::vector<std::byte> a(n);
-  std::vector<std::byte> b(n);
-  cuda::memcpy_async(a.data(), src.ptr, n, Stream{});
-  cuda::memcpy_async(b.data(), back.ptr, n, Stream{});
-  cuda::stream_synchronize(Stream{});
-  EXPECT_EQ(a, b);
+  const auto a = to_host(src.ptr, n);
+  EXPECT_EQ(to_host(back.ptr, n), a);
 }
 
 TEST(DeviceWriter, GdsOnRoundTripsOnWhicheverPathItTakes) {
@@ -111,13 +118,10 @@ TEST(DeviceWriter, GdsOnRoundTripsOnWhicheverPathItTakes) {
   const auto wrote = io::write_file_from_device(path, src.ptr, n, 0, nullptr, ro);
   const auto read = io::read_file_to_device(path, back.ptr, n, 0, nullptr, ro);
   EXPECT_EQ(wrote, read);  // cuFile either loads for both or for neither
-  std::cout << "path: " << (read == io::DevicePath::gds ? "GDS (cuFile)" : "bounce buffers") << "\n";
-  std::vector<std::byte> a(n);
-  std::vector<std::byte> b(n);
-  cuda::memcpy_async(a.data(), src.ptr, n, Stream{});
-  cuda::memcpy_async(b.data(), back.ptr, n, Stream{});
-  cuda::stream_synchronize(Stream{});
-  EXPECT_EQ(a, b);
+  std::cout << "path: " << (read == io::DevicePath::gds ? "GDS (cuFile)" : "bounce buffers")
+            << "\n";
+  const auto a = to_host(src.ptr, n);
+  EXPECT_EQ(to_host(back.ptr, n), a);
   std::vector<std::byte> on_disk(n);
   io::FileHandle(path, O_RDONLY).pread(on_disk.data(), n, 0);
   EXPECT_EQ(on_disk, a);

@@ -22,13 +22,13 @@ namespace spillway::io {
 /// necessarily on the disk: no fsync).
 /// @throws spillway::io_error naming file, offset and size; spillway::logic_error without a GPU
 DevicePath write_file_from_device(const std::string& path, const void* src, std::size_t bytes,
-                            std::uint64_t offset, ThreadPool* pool,
-                            const ReadOptions& options = {});
+                                  std::uint64_t offset, ThreadPool* pool,
+                                  const ReadOptions& options = {});
 
 /// write_file_from_device in the background on `pool`, from the caller's current GPU; the
 /// future rethrows the write's error. `src` must stay valid until it is ready.
 std::future<DevicePath> write_file_from_device_async(std::string path, const void* src,
-                                               std::size_t bytes, std::uint64_t offset,
-                                               ThreadPool& pool, ReadOptions options = {});
+                                                     std::size_t bytes, std::uint64_t offset,
+                                                     ThreadPool& pool, ReadOptions options = {});
 
 }  // namespace spillway::io
