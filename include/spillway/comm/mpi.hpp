@@ -41,9 +41,9 @@ int world_rank() noexcept;
 [[noreturn]] void abort(int code) noexcept;
 }  // namespace mpi
 
-/// A communicator over a duplicate of mpi::world() (MPI must be initialized); collective. `br` provides
-/// the bounce buffers for device buffers (PINNED_HOST where live, else HOST) and must outlive
-/// it. @throws spillway::logic_error without MPI or before MPI_Init
+/// A communicator over a duplicate of mpi::world() (MPI must be initialized); collective. `br`
+/// provides the bounce buffers for device buffers (PINNED_HOST where live, else HOST) and must
+/// outlive it. @throws spillway::logic_error without MPI or before MPI_Init
 std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& br);
 
 }  // namespace spillway
