@@ -52,8 +52,10 @@ if [ "$only" = all ] || [ "$only" = comm ]; then
   # The MPI suites (device buffers where the GPU tier is live), then spillway-bench-comm against
   # NCCL (device memory) and MPI_Alltoallv (host memory), 2 ranks, 64 KiB to 4 GiB messages.
   # Device buffers between the two processes go through CUDA IPC windows; the second run makes
-  # the slots tiny (1 MiB, 4 of them) so that transfers take many pieces and wait for slots.
-  for run in "default:" "small_slots:-x SPILLWAY_MPI_IPC_WINDOW=4MiB -x SPILLWAY_MPI_IPC_SLOT=1MiB"; do
+  # the slots tiny (1 MiB, 4 of them) so that transfers take many pieces and wait for slots;
+  # the third turns the windows off, for the staged path that ranks on other nodes take.
+  for run in "default:" "small_slots:-x SPILLWAY_MPI_IPC_WINDOW=4MiB -x SPILLWAY_MPI_IPC_SLOT=1MiB" \
+             "staged:-x SPILLWAY_MPI_IPC_WINDOW=0"; do
     for t in test_comm_mpi test_shuffle_mpi; do
       log="$OUT/${t}_np2_${run%%:*}.log"
       $MPIRUN -np 2 ${run#*:} "$B/tests/$t" --gtest_color=no > "$log" 2>&1
