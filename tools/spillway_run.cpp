@@ -217,6 +217,30 @@ pid_t start_ompi_server(const std::string& uri_file) {
   return -1;
 }
 
+/// This process's environment with `launch` (empty values are left out) and then the user's
+/// VAR=val settings put in, replacing variables of the same name.
+std::vector<std::string> rank_environment(
+    const std::vector<std::pair<std::string, std::string>>& launch,
+    const std::vector<std::string>& user) {
+  std::vector<std::string> out;
+  std::map<std::string, std::size_t> where;
+  auto put = [&](const std::string& kv) {
+    const std::string name = kv.substr(0, kv.find('='));
+    if (const auto it = where.find(name); it != where.end()) {
+      out[it->second] = kv;
+    } else {
+      where[name] = out.size();
+      out.push_back(kv);
+    }
+  };
+  for (char** e = environ; *e != nullptr; ++e) put(*e);
+  for (const auto& [name, value] : launch) {
+    if (!value.empty()) put(name + "=" + value);
+  }
+  for (const auto& kv : user) put(kv);
+  return out;
+}
+
 volatile std::sig_atomic_t interrupted = 0;
 void on_signal(int sig) {
   interrupted = sig;
@@ -289,12 +313,29 @@ int main(int argc, char** argv) {
     const std::optional<int> gpu =
         o.gpus.empty() ? std::nullopt
                        : std::optional<int>(o.gpus[static_cast<std::size_t>(r) % o.gpus.size()]);
+    // Everything the child needs is made before fork: the launcher may have threads (CUDA's),
+    // so the child must not allocate.
+    std::vector<std::string> env_strings = rank_environment(
+        {{"SPILLWAY_RUN_RANK", std::to_string(r)},
+         {"SPILLWAY_RUN_NRANKS", std::to_string(o.ranks)},
+         {"SPILLWAY_RUN_DIR", dir},
+         {"SPILLWAY_RUN_TOKEN", token},
+         {"SPILLWAY_RUN_DEVICE", gpu ? std::to_string(*gpu) : std::string()},
+         {"OMPI_MCA_pmix_server_uri", server > 0 ? "file:" + uri_file : std::string()}},
+        o.env);
+    std::vector<char*> envp;
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<char*> args;
+    for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    const Placement place = gpu ? places[static_cast<std::size_t>(r) % places.size()] : Placement{};
     const pid_t pid = fork();
     if (pid < 0) {
       std::cerr << "spillway-run: fork: " << std::strerror(errno) << "\n";
       return 1;
     }
-    if (pid == 0) {
+    if (pid == 0) {  // only async-signal-safe calls from here to exec
       setpgid(0, 0);  // its own process group: stopping a rank stops what it started too
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // and a launcher killed outright takes its ranks along
       if (getppid() != launcher) _exit(1);
@@ -303,24 +344,12 @@ int main(int argc, char** argv) {
         dup2(err_pipe[1], STDERR_FILENO);
         for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
       }
-      setenv("SPILLWAY_RUN_RANK", std::to_string(r).c_str(), 1);
-      setenv("SPILLWAY_RUN_NRANKS", std::to_string(o.ranks).c_str(), 1);
-      setenv("SPILLWAY_RUN_DIR", dir.c_str(), 1);
-      setenv("SPILLWAY_RUN_TOKEN", token.c_str(), 1);
-      if (gpu) setenv("SPILLWAY_RUN_DEVICE", std::to_string(*gpu).c_str(), 1);
-      if (server > 0) setenv("OMPI_MCA_pmix_server_uri", ("file:" + uri_file).c_str(), 1);
-      for (const auto& kv : o.env) {
-        const auto eq = kv.find('=');
-        setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+      if (gpu && o.bind != "none") bind_child(place, o.bind == "memory");
+      execvpe(args[0], args.data(), envp.data());
+      const char* why = std::strerror(errno);
+      for (const char* part : {"spillway-run: cannot run '", args[0], "': ", why, "\n"}) {
+        (void)!write(STDERR_FILENO, part, std::strlen(part));
       }
-      if (gpu && o.bind != "none") {
-        bind_child(places[static_cast<std::size_t>(r) % places.size()], o.bind == "memory");
-      }
-      std::vector<char*> args;
-      for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execvp(args[0], args.data());
-      std::fprintf(stderr, "spillway-run: cannot run '%s': %s\n", args[0], std::strerror(errno));
       _exit(127);
     }
     setpgid(pid, pid);  // (also here, so that a stop right away finds the group)
