@@ -310,9 +310,7 @@ int main(int argc, char** argv) {
       std::cerr << "spillway-run: pipe: " << std::strerror(errno) << "\n";
       return 1;
     }
-    const std::optional<int> gpu =
-        o.gpus.empty() ? std::nullopt
-                       : std::optional<int>(o.gpus[static_cast<std::size_t>(r) % o.gpus.size()]);
+    const int gpu = o.gpus.empty() ? -1 : o.gpus[static_cast<std::size_t>(r) % o.gpus.size()];
     // Everything the child needs is made before fork: the launcher may have threads (CUDA's),
     // so the child must not allocate.
     std::vector<std::string> env_strings = rank_environment(
@@ -320,7 +318,7 @@ int main(int argc, char** argv) {
          {"SPILLWAY_RUN_NRANKS", std::to_string(o.ranks)},
          {"SPILLWAY_RUN_DIR", dir},
          {"SPILLWAY_RUN_TOKEN", token},
-         {"SPILLWAY_RUN_DEVICE", gpu ? std::to_string(*gpu) : std::string()},
+         {"SPILLWAY_RUN_DEVICE", gpu >= 0 ? std::to_string(gpu) : std::string()},
          {"OMPI_MCA_pmix_server_uri", server > 0 ? "file:" + uri_file : std::string()}},
         o.env);
     std::vector<char*> envp;
@@ -329,13 +327,14 @@ int main(int argc, char** argv) {
     std::vector<char*> args;
     for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    const Placement place = gpu ? places[static_cast<std::size_t>(r) % places.size()] : Placement{};
+    const Placement place =
+        gpu >= 0 ? places[static_cast<std::size_t>(r) % places.size()] : Placement{};
     const pid_t pid = fork();
     if (pid < 0) {
       std::cerr << "spillway-run: fork: " << std::strerror(errno) << "\n";
       return 1;
     }
-    if (pid == 0) {  // only async-signal-safe calls from here to exec
+    if (pid == 0) {   // only async-signal-safe calls from here to exec
       setpgid(0, 0);  // its own process group: stopping a rank stops what it started too
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // and a launcher killed outright takes its ranks along
       if (getppid() != launcher) _exit(1);
@@ -344,10 +343,11 @@ int main(int argc, char** argv) {
         dup2(err_pipe[1], STDERR_FILENO);
         for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
       }
-      if (gpu && o.bind != "none") bind_child(place, o.bind == "memory");
+      if (gpu >= 0 && o.bind != "none") bind_child(place, o.bind == "memory");
       execvpe(args[0], args.data(), envp.data());
       const char* why = std::strerror(errno);
-      for (const char* part : {"spillway-run: cannot run '", args[0], "': ", why, "\n"}) {
+      for (const char* part : std::initializer_list<const char*>{"spillway-run: cannot run '",
+                                                                 args[0], "': ", why, "\n"}) {
         (void)!write(STDERR_FILENO, part, std::strlen(part));
       }
       _exit(127);

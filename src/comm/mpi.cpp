@@ -33,9 +33,10 @@ namespace {
 MPI_Comm world_comm = MPI_COMM_WORLD;
 
 /// Under spillway-run every rank starts as an MPI singleton: rank 0 opens a port and publishes
-/// its name; the others connect to it (in any order), each joining the group that has formed
-/// so far, which accepts once per missing rank; a split finally orders the ranks by their
-/// SPILLWAY_RUN_RANK. OpenMPI needs the ompi-server that spillway-run starts for this.
+/// its name; the others connect to it one at a time, in rank order (rank k waits until rank
+/// k - 1 has said it joined: OpenMPI 4.1 can hang when two processes connect to one port at
+/// once), each joining the group that has formed so far, which accepts once per missing rank;
+/// a split makes the order explicit. OpenMPI needs the ompi-server that spillway-run starts.
 MPI_Comm join(const LaunchInfo& launch) {
   const auto timeout = options::get().comm_timeout;
   auto check = [&](int rc, const char* what) {
@@ -55,12 +56,16 @@ MPI_Comm join(const LaunchInfo& launch) {
     SPILLWAY_EXPECTS(name.size() < port.size(),
                      "bootstrap: the published MPI port name is too long");
     std::memcpy(port.data(), name.data(), name.size());
+    if (launch.rank > 1) {
+      (void)bootstrap::lookup(launch, "mpi-joined-" + std::to_string(launch.rank - 1), timeout);
+    }
     MPI_Comm inter = MPI_COMM_NULL;
     check(MPI_Comm_connect(port.data(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter),
           "MPI_Comm_connect");
     MPI_Comm_free(&group);
     check(MPI_Intercomm_merge(inter, 1, &group), "MPI_Intercomm_merge");
     MPI_Comm_free(&inter);
+    bootstrap::publish(launch, "mpi-joined-" + std::to_string(launch.rank), "1");
   }
   for (int size = 1;;) {
     MPI_Comm_size(group, &size);
