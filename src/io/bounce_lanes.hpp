@@ -2,6 +2,7 @@
 // Pinned bounce buffers for reads into and writes from device memory (internal): one lane per
 // thread, two page-aligned buffers and a stream, kept for reuse per GPU and task size.
 
+#include <spillway/core/cuda.hpp>
 #include <spillway/core/event.hpp>
 #include <spillway/core/stream.hpp>
 
@@ -53,5 +54,15 @@ LanePool& lane_pool();
 /// when a stripe throws (then the first error is rethrown).
 void run_on_lanes(ThreadPool* pool, std::size_t tasks, std::size_t task_size,
                   const std::function<void(std::size_t, std::size_t, Lane&)>& stripe);
+
+/// fn() on `pool`, on the GPU current in the calling thread (a pool thread's may differ).
+template <class F>
+auto submit_on_callers_gpu(ThreadPool& pool, F fn) {
+  const int device = cuda::is_available() ? cuda::current_device() : -1;
+  return pool.submit([device, fn = std::move(fn)] {
+    if (device >= 0) cuda::set_device(device);
+    return fn();
+  });
+}
 
 }  // namespace spillway::io::detail

@@ -56,11 +56,10 @@ DevicePath read_file_to_device(const std::string& path, void* dst, std::size_t b
 std::future<DevicePath> read_file_to_device_async(std::string path, void* dst, std::size_t bytes,
                                                   std::uint64_t offset, ThreadPool& pool,
                                                   ReadOptions options) {
-  const int device = cuda::is_available() ? cuda::current_device() : -1;  // the caller's
-  return pool.submit([path = std::move(path), dst, bytes, offset, &pool, options, device] {
-    if (device >= 0) cuda::set_device(device);
-    return read_file_to_device(path, dst, bytes, offset, &pool, options);
-  });
+  return detail::submit_on_callers_gpu(
+      pool, [path = std::move(path), dst, bytes, offset, &pool, options] {
+        return read_file_to_device(path, dst, bytes, offset, &pool, options);
+      });
 }
 
 }  // namespace spillway::io

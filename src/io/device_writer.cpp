@@ -29,10 +29,7 @@ DevicePath write_file_from_device(const std::string& path, const void* src, std:
   FileHandle buffered(path, O_WRONLY | O_CREAT);
   FileHandle direct;
   if (options.direct && options.task_size % direct_align == 0) {
-    try {
-      direct = FileHandle(path, O_WRONLY | O_DIRECT);
-    } catch (const io_error&) {  // the file system refuses O_DIRECT (tmpfs): buffered it is
-    }
+    direct = detail::open_direct(path, O_WRONLY);
   }
   const std::size_t tasks = (bytes + options.task_size - 1) / options.task_size;
   const auto* in = static_cast<const std::byte*>(src);
@@ -65,11 +62,10 @@ DevicePath write_file_from_device(const std::string& path, const void* src, std:
 std::future<DevicePath> write_file_from_device_async(std::string path, const void* src,
                                                      std::size_t bytes, std::uint64_t offset,
                                                      ThreadPool& pool, ReadOptions options) {
-  const int device = cuda::is_available() ? cuda::current_device() : -1;  // the caller's
-  return pool.submit([path = std::move(path), src, bytes, offset, &pool, options, device] {
-    if (device >= 0) cuda::set_device(device);
-    return write_file_from_device(path, src, bytes, offset, &pool, options);
-  });
+  return detail::submit_on_callers_gpu(
+      pool, [path = std::move(path), src, bytes, offset, &pool, options] {
+        return write_file_from_device(path, src, bytes, offset, &pool, options);
+      });
 }
 
 }  // namespace spillway::io

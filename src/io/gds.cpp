@@ -1,5 +1,7 @@
 #include "gds.hpp"
 
+#include "tasks.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/core/logging.hpp>
 #include <spillway/io/file_handle.hpp>
@@ -80,11 +82,8 @@ std::atomic<bool> refused{false};  // cuFile would not register a file here
 class Registered {
  public:
   Registered(const CuFile::Api& api, const std::string& path, int flags) : api_{api} {
-    try {
-      file_ = FileHandle(path, flags | O_DIRECT);
-    } catch (const io_error&) {
-      file_ = FileHandle(path, flags);
-    }
+    file_ = open_direct(path, flags);
+    if (!file_.is_open()) file_ = FileHandle(path, flags);
     CUfileDescr d{};
     d.type = 1;
     d.handle.fd = file_.fd();

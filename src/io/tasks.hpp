@@ -1,5 +1,5 @@
 #pragma once
-// What the parallel readers share (internal): direct-I/O alignment, opening a file for
+// What the parallel readers and writers share (internal): direct-I/O alignment, opening a file for
 // O_DIRECT where the file system allows it, and running tasks on a pool or the caller.
 
 #include <spillway/core/error.hpp>
@@ -16,11 +16,11 @@ namespace spillway::io::detail {
 
 inline constexpr std::size_t direct_align = 4096;
 
-/// `path` opened read-only with O_DIRECT, or a closed handle where the file system refuses it
+/// `path` opened with `flags` | O_DIRECT, or a closed handle where the file system refuses it
 /// (tmpfs, for one).
-inline FileHandle open_direct(const std::string& path) {
+inline FileHandle open_direct(const std::string& path, int flags = O_RDONLY) {
   try {
-    return FileHandle(path, O_RDONLY | O_DIRECT);
+    return FileHandle(path, flags | O_DIRECT);
   } catch (const io_error&) {
     return FileHandle();
   }

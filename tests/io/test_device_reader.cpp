@@ -6,7 +6,7 @@
 #include <spillway/core/units.hpp>
 #include <spillway/io/device_reader.hpp>
 
-#include "common.hpp"
+#include "io/device_common.hpp"
 
 #include <fcntl.h>
 
@@ -27,24 +27,6 @@ std::string make_file(const test::TempDir& dir, std::size_t n) {
   return path;
 }
 
-/// Device memory of `n` bytes (at least one), freed at scope end.
-struct DeviceBytes {
-  explicit DeviceBytes(std::size_t n) : ptr{cuda::malloc_device(std::max<std::size_t>(n, 1))} {}
-  ~DeviceBytes() { cuda::free_device(ptr); }
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-  void* ptr;
-};
-
-std::vector<std::byte> to_host(const void* device, std::size_t n) {
-  std::vector<std::byte> out(n);
-  if (n > 0) {
-    cuda::memcpy_async(out.data(), device, n, Stream{});
-    cuda::stream_synchronize(Stream{});
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST(DeviceReader, EverySizeAndOffsetBufferedAndDirect) {
@@ -56,7 +38,7 @@ TEST(DeviceReader, EverySizeAndOffsetBufferedAndDirect) {
   std::vector<std::byte> expected(file_size);
   test::fill_pattern(expected.data(), file_size, 5);
   io::ThreadPool pool(3);
-  DeviceBytes dst(file_size);
+  test::DeviceBytes dst(file_size);
   for (bool direct : {false, true}) {
     for (io::ThreadPool* p : {static_cast<io::ThreadPool*>(nullptr), &pool}) {
       for (std::uint64_t offset : {0UL, 1UL, 4096UL, 5000UL}) {
@@ -71,7 +53,7 @@ TEST(DeviceReader, EverySizeAndOffsetBufferedAndDirect) {
               io::read_file_to_device(path, dst.ptr, n, offset, p, io::ReadOptions{task, direct});
           EXPECT_EQ(how, cuda::reads_pageable_memory() ? io::DevicePath::pageable
                                                        : io::DevicePath::bounce);
-          const auto got = to_host(dst.ptr, n + 1);
+          const auto got = test::to_host(dst.ptr, n + 1);
           ASSERT_EQ(n == 0 ? 0 : std::memcmp(got.data(), expected.data() + offset, n), 0);
           EXPECT_EQ(got[n], std::byte{0xEE});  // nothing written past the range
         }
@@ -88,9 +70,9 @@ TEST(DeviceReader, ManyReadersAtOnce) {
   std::vector<std::byte> expected(n);
   test::fill_pattern(expected.data(), n, 5);
   io::ThreadPool pool(4);
-  std::vector<std::unique_ptr<DeviceBytes>> dsts;
+  std::vector<std::unique_ptr<test::DeviceBytes>> dsts;
   std::vector<std::thread> readers;
-  for (int i = 0; i < 4; ++i) dsts.push_back(std::make_unique<DeviceBytes>(n));
+  for (int i = 0; i < 4; ++i) dsts.push_back(std::make_unique<test::DeviceBytes>(n));
   for (int i = 0; i < 4; ++i) {
     readers.emplace_back([&, i] {
       io::read_file_to_device(path, dsts[static_cast<std::size_t>(i)]->ptr, n, 0, &pool,
@@ -98,14 +80,14 @@ TEST(DeviceReader, ManyReadersAtOnce) {
     });
   }
   for (auto& t : readers) t.join();
-  for (const auto& d : dsts) EXPECT_EQ(to_host(d->ptr, n), expected);
+  for (const auto& d : dsts) EXPECT_EQ(test::to_host(d->ptr, n), expected);
 }
 
 TEST(DeviceReader, ReadingPastTheEndNamesFileOffsetAndSize) {
   if (!cuda::is_available()) GTEST_SKIP() << "no GPU";
   test::TempDir dir;
   const std::string path = make_file(dir, 100000);
-  DeviceBytes dst(200000);
+  test::DeviceBytes dst(200000);
   io::ThreadPool pool(2);
   try {
     io::read_file_to_device(path, dst.ptr, 150000, 0, &pool, io::ReadOptions{16 * KiB, false});

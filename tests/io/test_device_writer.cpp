@@ -8,7 +8,7 @@
 #include <spillway/io/device_reader.hpp>
 #include <spillway/io/device_writer.hpp>
 
-#include "common.hpp"
+#include "io/device_common.hpp"
 
 #include <fcntl.h>
 
@@ -19,30 +19,6 @@
 using namespace spillway;
 
 namespace {
-
-/// Device memory of `n` bytes (at least one) holding pattern `seed`, freed at scope end.
-struct DevicePattern {
-  DevicePattern(std::size_t n, std::uint64_t seed)
-      : ptr{cuda::malloc_device(std::max<std::size_t>(n, 1))} {
-    std::vector<std::byte> host(n);
-    test::fill_pattern(host.data(), n, seed);
-    if (n > 0) {
-      cuda::memcpy_async(ptr, host.data(), n, Stream{});
-      cuda::stream_synchronize(Stream{});
-    }
-  }
-  ~DevicePattern() { cuda::free_device(ptr); }
-  DevicePattern(const DevicePattern&) = delete;
-  DevicePattern& operator=(const DevicePattern&) = delete;
-  void* ptr;
-};
-
-std::vector<std::byte> to_host(const void* device, std::size_t n) {
-  std::vector<std::byte> out(n);
-  cuda::memcpy_async(out.data(), device, n, Stream{});
-  cuda::stream_synchronize(Stream{});
-  return out;
-}
 
 std::vector<std::byte> read_all(const std::string& path, std::size_t n) {
   std::vector<std::byte> out(n);
@@ -58,7 +34,7 @@ TEST(DeviceWriter, EverySizeAndOffsetBufferedAndDirect) {
   test::TempDir dir;
   constexpr std::size_t task = 64 * KiB;
   const std::size_t max = 7 * task + 5;
-  DevicePattern src(max, 9);
+  test::DeviceBytes src(max, 9);
   std::vector<std::byte> pattern(max);
   test::fill_pattern(pattern.data(), max, 9);
   io::ThreadPool pool(3);
@@ -93,8 +69,8 @@ TEST(DeviceWriter, AsyncWriteThenAsyncReadRoundTrips) {
   if (!cuda::is_available()) GTEST_SKIP() << "no GPU";
   test::TempDir dir;
   const std::size_t n = 24 * MiB + 77;
-  DevicePattern src(n, 3);
-  DevicePattern back(n, 4);  // different contents until read
+  test::DeviceBytes src(n, 3);
+  test::DeviceBytes back(n, 4);  // different contents until read
   io::ThreadPool pool(4);
   const std::string path = dir.path() + "/round";
   auto w =
@@ -103,16 +79,16 @@ TEST(DeviceWriter, AsyncWriteThenAsyncReadRoundTrips) {
   auto r =
       io::read_file_to_device_async(path, back.ptr, n, 4096, pool, io::ReadOptions{MiB, false});
   (void)r.get();
-  const auto a = to_host(src.ptr, n);
-  EXPECT_EQ(to_host(back.ptr, n), a);
+  const auto a = test::to_host(src.ptr, n);
+  EXPECT_EQ(test::to_host(back.ptr, n), a);
 }
 
 TEST(DeviceWriter, GdsOnRoundTripsOnWhicheverPathItTakes) {
   if (!cuda::is_available()) GTEST_SKIP() << "no GPU";
   test::TempDir dir;
   const std::size_t n = 8 * MiB + 4096;
-  DevicePattern src(n, 11);
-  DevicePattern back(n, 12);
+  test::DeviceBytes src(n, 11);
+  test::DeviceBytes back(n, 12);
   const std::string path = dir.path() + "/gds";
   io::ReadOptions ro{MiB, false, IoGds::on};
   const auto wrote = io::write_file_from_device(path, src.ptr, n, 0, nullptr, ro);
@@ -120,8 +96,8 @@ TEST(DeviceWriter, GdsOnRoundTripsOnWhicheverPathItTakes) {
   EXPECT_EQ(wrote, read);  // cuFile either loads for both or for neither
   std::cout << "path: " << (read == io::DevicePath::gds ? "GDS (cuFile)" : "bounce buffers")
             << "\n";
-  const auto a = to_host(src.ptr, n);
-  EXPECT_EQ(to_host(back.ptr, n), a);
+  const auto a = test::to_host(src.ptr, n);
+  EXPECT_EQ(test::to_host(back.ptr, n), a);
   std::vector<std::byte> on_disk(n);
   io::FileHandle(path, O_RDONLY).pread(on_disk.data(), n, 0);
   EXPECT_EQ(on_disk, a);
@@ -130,7 +106,7 @@ TEST(DeviceWriter, GdsOnRoundTripsOnWhicheverPathItTakes) {
 TEST(DeviceWriter, AnUnwritablePathNamesTheFile) {
   if (!cuda::is_available()) GTEST_SKIP() << "no GPU";
   test::TempDir dir;
-  DevicePattern src(1000, 1);
+  test::DeviceBytes src(1000, 1);
   const std::string path = dir.path() + "/no/such/dir/file";
   io::ThreadPool pool(2);
   auto f = io::write_file_from_device_async(path, src.ptr, 1000, 0, pool);
