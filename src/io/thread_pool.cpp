@@ -70,6 +70,10 @@ void ThreadPool::parallel_for(std::size_t ntasks, const std::function<void(std::
       }
       std::lock_guard lock(shared->mutex);
       if (err && !shared->error) shared->error = err;
+      // Drop this task's exception under the lock, before the caller can go on: a later error
+      // destroyed here would otherwise race with the caller reading the first one (their
+      // messages may share a reference-counted string).
+      err = nullptr;
       if (++shared->done == ntasks) shared->done_cv.notify_all();
     }
   };
