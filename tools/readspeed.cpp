@@ -4,6 +4,7 @@
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/core/options.hpp>
+#include <spillway/core/topology.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/io/device_reader.hpp>
 #include <spillway/io/page_cache.hpp>
@@ -130,6 +131,17 @@ double cpu_seconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
+/// The CPUs the reading threads run on: near the GPU for --target device (io::io_cpus()).
+std::vector<int> near_cpus(const Options& o) {
+  return o.device ? io::io_cpus() : std::vector<int>{};
+}
+
+std::string describe(const std::vector<int>& cpus) {
+  if (cpus.empty()) return "anywhere";
+  return std::to_string(cpus.size()) + " CPUs of the GPU's NUMA node (from " +
+         std::to_string(cpus.front()) + ")";
+}
+
 struct Result {
   double real{0}, cpu{0}, gbps{0};
   std::string path;
@@ -140,7 +152,7 @@ struct Result {
 Result measure(const Options& o, std::size_t threads, std::size_t task_size,
                const std::vector<std::size_t>& sizes, std::span<std::byte> dst) {
   std::unique_ptr<io::ThreadPool> pool;  // the caller takes part: `threads` threads in all
-  if (threads > 1) pool = std::make_unique<io::ThreadPool>(threads - 1);
+  if (threads > 1) pool = std::make_unique<io::ThreadPool>(threads - 1, near_cpus(o));
   std::vector<Result> runs;
   for (int r = 0; r < o.runs; ++r) {
     if (o.cold) {
@@ -249,6 +261,8 @@ int main(int argc, char** argv) {
                                          : std::aligned_alloc(4096, alloc)),
         o.device ? cuda::free_device : [](void* p) { std::free(p); });
     if (!mem) throw out_of_memory("no memory for the destination");
+    const std::vector<int> cpus = near_cpus(o);
+    (void)topology::bind_this_thread(cpus);  // the caller reads too
     std::span<std::byte> dst(mem.get(), total);
     if (o.device) {
       cuda::memset_device(dst.data(), 0, dst.size());
@@ -260,7 +274,8 @@ int main(int argc, char** argv) {
               << format_bytes(double(total)) << " | task " << format_bytes(double(o.task_size))
               << " | " << (o.direct ? "O_DIRECT" : "page cache") << " | "
               << (o.cold ? "cold (dropped before each run)" : "warm") << " | median of " << o.runs
-              << (o.device ? " | into GPU memory" : " | into host memory") << "\n";
+              << (o.device ? " | into GPU memory" : " | into host memory") << " | threads "
+              << describe(cpus) << "\n";
     if (o.device) {
       std::cout << "pinned host-to-device ceiling (same run): " << std::fixed
                 << std::setprecision(2) << ceiling << " GB/s\n";

@@ -4,6 +4,7 @@
 // random token, and for MPI programs an ompi-server so that MPI singletons can connect), and
 // when a rank fails stops the others and exits with that rank's code.
 #include <spillway/core/cuda.hpp>
+#include <spillway/core/topology.hpp>
 
 #include "cli.hpp"
 
@@ -134,52 +135,31 @@ std::string read_line(const std::string& path) {
   return s;
 }
 
-/// "0-3,8-11" -> the CPU numbers.
-std::vector<int> parse_cpu_list(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    int lo = 0;
-    int hi = 0;
-    if (std::sscanf(item.c_str(), "%d-%d", &lo, &hi) == 2) {
-      for (int c = lo; c <= hi; ++c) out.push_back(c);
-    } else if (std::sscanf(item.c_str(), "%d", &lo) == 1) {
-      out.push_back(lo);
-    }
-  }
-  return out;
-}
-
-/// Where a GPU sits: the CPUs and NUMA node sysfs gives for its PCI address.
+/// Where a GPU sits (sysfs), with a line for the log.
 struct Placement {
-  std::vector<int> cpus;
-  int numa_node{-1};
-  std::string where;  // for the log
+  topology::GpuPlacement at;
+  std::string where;
 };
 
 Placement placement_of(int gpu) {
-  Placement p;
-  const std::string bus = cuda::pci_bus_id(gpu);
-  const std::string dir = "/sys/bus/pci/devices/" + bus;
-  p.cpus = parse_cpu_list(read_line(dir + "/local_cpulist"));
-  const std::string node = read_line(dir + "/numa_node");
-  p.numa_node = node.empty() ? -1 : std::atoi(node.c_str());
-  p.where = "GPU " + std::to_string(gpu) + " (" + bus + "): " + std::to_string(p.cpus.size()) +
-            " CPUs, NUMA node " + std::to_string(p.numa_node);
+  Placement p{topology::gpu_placement(gpu), {}};
+  p.where = "GPU " + std::to_string(gpu) + " (" + p.at.bus +
+            "): " + std::to_string(p.at.cpus.size()) + " CPUs, NUMA node " +
+            std::to_string(p.at.numa_node);
   return p;
 }
 
 /// In the child, before exec: binds to the GPU's CPUs and, for `memory`, prefers its node.
 void bind_child(const Placement& p, bool memory) {
-  if (!p.cpus.empty()) {
+  if (!p.at.cpus.empty()) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    for (int c : p.cpus) CPU_SET(c, &set);
+    for (int c : p.at.cpus) CPU_SET(c, &set);
     (void)sched_setaffinity(0, sizeof set, &set);
   }
-  if (memory && p.numa_node >= 0 && p.numa_node < 64) {
+  if (memory && p.at.numa_node >= 0 && p.at.numa_node < 64) {
     constexpr int mpol_preferred = 1;  // MPOL_PREFERRED (numaif.h), without libnuma
-    const unsigned long mask = 1UL << p.numa_node;
+    const unsigned long mask = 1UL << p.at.numa_node;
     (void)syscall(SYS_set_mempolicy, mpol_preferred, &mask, 64UL);
   }
 }

@@ -1,6 +1,8 @@
 #include <spillway/core/options.hpp>
 
+#include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
+#include <spillway/core/topology.hpp>
 #include <spillway/core/units.hpp>
 
 #include <algorithm>
@@ -39,11 +41,28 @@ std::optional<std::string> env(const char* name) {
   return std::string(v);
 }
 
+/// min(16, the CPUs this process may use), only those near the GPU on a multi-node machine.
+std::size_t default_io_threads() {
+  std::size_t cpus = topology::allowed_cpus().size();
+  if (topology::numa_nodes().size() >= 2) {  // only then is CUDA asked where the GPU is
+    try {
+      if (cuda::is_available()) {
+        const std::size_t near = topology::cpus_near_gpu(cuda::current_device()).size();
+        if (near > 0) cpus = near;
+      }
+    } catch (const std::exception&) {
+      // no placement: all allowed CPUs
+    }
+  }
+  if (cpus == 0) cpus = std::thread::hardware_concurrency();
+  return std::clamp<std::size_t>(cpus, 1, 16);
+}
+
 OptionValues defaults() {
   OptionValues v;
   const char* tmp = std::getenv("TMPDIR");
   v.spill_dir = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
-  v.io_threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 16);
+  v.io_threads = default_io_threads();
   v.io_task_size = 4 * MiB;
   v.spill_task_size = 8 * MiB;
   v.spill_file_size = GiB;
@@ -93,6 +112,10 @@ OptionValues from_environment() {
   if (auto e = env("SPILLWAY_IO_DIRECT")) {
     SPILLWAY_EXPECTS(*e == "0" || *e == "1", "SPILLWAY_IO_DIRECT must be 0 or 1, got '" + *e + "'");
     v.io_direct = (*e == "1");
+  }
+  if (auto e = env("SPILLWAY_IO_NUMA")) {
+    SPILLWAY_EXPECTS(*e == "0" || *e == "1", "SPILLWAY_IO_NUMA must be 0 or 1, got '" + *e + "'");
+    v.io_numa = (*e == "1");
   }
   if (auto e = env("SPILLWAY_IO_GDS")) {
     SPILLWAY_EXPECTS(*e == "off" || *e == "auto" || *e == "on",
@@ -228,6 +251,9 @@ void set_io_task_size(std::size_t bytes) {
 }
 void set_io_direct(bool enabled) {
   update([&](OptionValues& v) { v.io_direct = enabled; });
+}
+void set_io_numa(bool enabled) {
+  update([&](OptionValues& v) { v.io_numa = enabled; });
 }
 void set_io_gds(IoGds mode) {
   update([&](OptionValues& v) { v.io_gds = mode; });

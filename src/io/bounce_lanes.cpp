@@ -1,6 +1,8 @@
 #include "bounce_lanes.hpp"
 
 #include <spillway/core/cuda.hpp>
+#include <spillway/core/options.hpp>
+#include <spillway/core/topology.hpp>
 
 #include "tasks.hpp"
 
@@ -9,6 +11,9 @@
 namespace spillway::io::detail {
 
 Lane::Lane(int dev, std::size_t bytes) : device{dev}, size{bytes} {
+  // From the memory of the GPU's NUMA node, where there are several (SPILLWAY_IO_NUMA).
+  const topology::ScopedPreferredNode near(options::get().io_numa ? topology::numa_node_of_gpu(dev)
+                                                                  : -1);
   for (auto& b : buf) b = cuda::malloc_pinned(bytes);  // page-aligned
 }
 

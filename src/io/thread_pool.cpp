@@ -1,6 +1,10 @@
 #include <spillway/io/thread_pool.hpp>
 
+#include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
+#include <spillway/core/logging.hpp>
+#include <spillway/core/options.hpp>
+#include <spillway/core/topology.hpp>
 
 #include <atomic>
 #include <exception>
@@ -9,10 +13,17 @@
 
 namespace spillway::io {
 
-ThreadPool::ThreadPool(std::size_t nthreads) {
+ThreadPool::ThreadPool(std::size_t nthreads, std::vector<int> cpus) : cpus_{std::move(cpus)} {
   SPILLWAY_EXPECTS(nthreads > 0, "a thread pool needs at least one thread");
   workers_.reserve(nthreads);
-  for (std::size_t i = 0; i < nthreads; ++i) workers_.emplace_back([this] { run(); });
+  for (std::size_t i = 0; i < nthreads; ++i) {
+    workers_.emplace_back([this] {
+      if (!topology::bind_this_thread(cpus_)) {
+        SPILLWAY_LOG(warn, "io: could not bind an I/O thread to its CPUs; it runs unbound");
+      }
+      run();
+    });
+  }
 }
 
 ThreadPool::~ThreadPool() {
@@ -89,6 +100,11 @@ void ThreadPool::parallel_for(std::size_t ntasks, const std::function<void(std::
     error = std::exchange(shared->error, nullptr);
   }
   if (error) std::rethrow_exception(error);
+}
+
+std::vector<int> io_cpus() {
+  if (!options::get().io_numa || !cuda::is_available()) return {};
+  return topology::cpus_near_gpu(cuda::current_device());
 }
 
 }  // namespace spillway::io

@@ -102,7 +102,7 @@ SpillFiles::SpillFiles(std::string parent_dir, std::size_t file_size, std::size_
     : parent_{std::move(parent_dir)},
       file_size_{file_size},
       piece_size_{round_up(piece_size, piece_alignment)},
-      pool_{io_threads} {
+      pool_{io_threads, io::io_cpus()} {
   SPILLWAY_EXPECTS(!parent_.empty(), "the spill directory must not be empty");
 }
 

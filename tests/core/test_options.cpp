@@ -1,9 +1,11 @@
 #include <spillway/core/error.hpp>
 #include <spillway/core/options.hpp>
+#include <spillway/core/topology.hpp>
 #include <spillway/core/units.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 using namespace spillway;
@@ -35,6 +37,11 @@ TEST(Options, DefaultsAreSane) {
   EXPECT_TRUE(o.disk_limit.is_unlimited());
   EXPECT_EQ(o.device_allocator, DeviceAllocator::async);
   EXPECT_GE(o.io_threads, 1u);
+  EXPECT_TRUE(o.io_numa);
+  if (spillway::topology::numa_nodes().size() < 2) {  // one node: every allowed CPU counts
+    EXPECT_EQ(o.io_threads,
+              std::clamp<std::size_t>(spillway::topology::allowed_cpus().size(), 1, 16));
+  }
   EXPECT_EQ(o.spill_task_size, 8 * MiB);
   EXPECT_EQ(o.io_gds, IoGds::automatic);
   EXPECT_EQ(o.mpi_ipc_window, 512 * MiB);
@@ -54,6 +61,7 @@ TEST(Options, EnvironmentIsRead) {
   env.set("SPILLWAY_IO_DIRECT", "1");
   env.set("SPILLWAY_COMM_TIMEOUT", "2.5");
   env.set("SPILLWAY_IO_GDS", "on");
+  env.set("SPILLWAY_IO_NUMA", "0");
   env.set("SPILLWAY_MPI_IPC_WINDOW", "0");
   env.set("SPILLWAY_MPI_IPC_SLOT", "1MiB");
   options::reload_from_environment();
@@ -68,6 +76,7 @@ TEST(Options, EnvironmentIsRead) {
   EXPECT_TRUE(o.io_direct);
   EXPECT_EQ(o.comm_timeout, std::chrono::milliseconds(2500));
   EXPECT_EQ(o.io_gds, IoGds::on);
+  EXPECT_FALSE(o.io_numa);
   EXPECT_EQ(o.mpi_ipc_window, 0u);
   EXPECT_EQ(o.mpi_ipc_slot, MiB);
 }
@@ -84,6 +93,7 @@ TEST(Options, BadEnvironmentNamesTheVariable) {
                                                         {"SPILLWAY_IO_DIRECT", "maybe"},
                                                         {"SPILLWAY_COMM_TIMEOUT", "-1"},
                                                         {"SPILLWAY_IO_GDS", "yes"},
+                                                        {"SPILLWAY_IO_NUMA", "auto"},
                                                         {"SPILLWAY_MPI_IPC_WINDOW", "big"},
                                                         {"SPILLWAY_MPI_IPC_SLOT", "0"},
                                                         {"SPILLWAY_MPI_IPC_SLOT", "2GiB"}}) {

@@ -1,7 +1,10 @@
 #include <spillway/core/error.hpp>
+#include <spillway/core/topology.hpp>
 #include <spillway/io/thread_pool.hpp>
 
 #include <gtest/gtest.h>
+
+#include <sched.h>
 
 #include <atomic>
 #include <stdexcept>
@@ -45,4 +48,18 @@ TEST(ThreadPool, NestedParallelForMakesProgress) {
 
 TEST(ThreadPool, ZeroThreadsIsAnError) {
   EXPECT_THROW(ThreadPool(0), spillway::logic_error);
+}
+
+TEST(ThreadPool, WorkersRunOnTheGivenCpus) {
+  const auto allowed = spillway::topology::allowed_cpus();
+  ASSERT_FALSE(allowed.empty());
+  const std::vector<int> one{allowed.front()};
+  ThreadPool pool(2, one);
+  EXPECT_EQ(pool.cpus(), one);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(pool.submit([] { return sched_getcpu(); }).get(), one.front());
+  }
+  ThreadPool anywhere(1);
+  EXPECT_TRUE(anywhere.cpus().empty());
+  EXPECT_EQ(anywhere.submit([] { return spillway::topology::allowed_cpus(); }).get(), allowed);
 }

@@ -154,6 +154,43 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{100000, 2, 0.05}),
     case_name);
 
+// One key column of 4- or 8-byte values without nulls takes the vectorized counting kernel
+// (16-byte loads of keys, 16-byte stores of partition ids); a sliced, unaligned one the generic.
+TEST_F(GpuTable, OneFixedWidthKeyEqualsTheCpuByteForByte) {
+  RandomTableOptions o;
+  o.rows = 100003;  // neither a multiple of a thread's 8 rows nor of a tile
+  o.types = {TypeId::INT32,  TypeId::INT64,   TypeId::UINT32,
+             TypeId::UINT64, TypeId::FLOAT32, TypeId::FLOAT64};
+  o.key_cardinality = 1000;
+  o.seed = 3;
+  const Table h = random_table(o, br);
+  const Table d = on_device(h);
+  for (std::size_t key = 0; key < h.num_columns(); ++key) {
+    for (std::size_t parts : {1, 2, 7, 64, 5000}) {
+      const std::vector<std::size_t> keys{key};
+      auto cpu = partition_and_pack(h.view(), keys, parts, br, 5);
+      auto gpu_parts = gpu::partition_and_pack(d.view(), keys, parts, br, stream, 5);
+      for (auto& p : gpu_parts) p = to_host(std::move(p));
+      SCOPED_TRACE("key column " + std::to_string(key) + ", " + std::to_string(parts) + " parts");
+      expect_same_packs(cpu, gpu_parts);
+    }
+  }
+  auto from_row_1 = [](TableView t) {  // fixed-width columns without nulls
+    for (ColumnView& c : t.columns) {
+      c.data = static_cast<const std::byte*>(c.data) + size_of(c.type);
+      c.size -= 1;
+    }
+    return t;
+  };
+  const std::vector<std::size_t> first{0};
+  const TableView hs = from_row_1(h.view());
+  const TableView ds = from_row_1(d.view());
+  auto cpu = partition_and_pack(hs, first, 70000, br, 5);  // 32-bit partition ids, unaligned
+  auto gpu_parts = gpu::partition_and_pack(ds, first, 70000, br, stream, 5);
+  for (auto& p : gpu_parts) p = to_host(std::move(p));
+  expect_same_packs(cpu, gpu_parts);
+}
+
 TEST_F(GpuTable, SplitAndPackEqualsTheCpuByteForByte) {
   const Table h = host_table(20000, 0.25);
   const Table d = on_device(h);

@@ -44,12 +44,17 @@ struct OptionValues {
   /// memory); cached plus used bytes never exceed the HOST limit. Default 10%.
   Limit host_cache{Limit::fraction(0.1)};
   /// SPILLWAY_IO_THREADS: threads of the spill I/O pool and of file reads; default
-  /// min(cores, 16).
+  /// min(16, the CPUs this process may use), counting only those of the GPU's NUMA node on a
+  /// machine of several nodes.
   std::size_t io_threads{0};
   /// SPILLWAY_IO_TASK_SIZE: bytes per parallel file-read task; default 4 MiB.
   std::size_t io_task_size{0};
   /// SPILLWAY_IO_DIRECT: 1 reads files with O_DIRECT (where the file system allows); default 0.
   bool io_direct{false};
+  /// SPILLWAY_IO_NUMA: 1 (the default): on a machine of several NUMA nodes, I/O threads run on
+  /// the CPUs of the GPU's node and pinned bounce buffers come from its memory; 0 leaves both
+  /// to the operating system. Nothing changes on a one-node machine.
+  bool io_numa{true};
   /// SPILLWAY_IO_GDS: GPUDirect Storage (cuFile) for file reads into and writes from device
   /// memory: `off`; `auto` (the default) uses it when libcufile loads and the nvidia-fs driver
   /// is there (true GDS); `on` whenever libcufile loads, also in its compatibility mode.
@@ -102,6 +107,7 @@ void set_host_cache(Limit l);
 void set_io_threads(std::size_t n);
 void set_io_task_size(std::size_t bytes);
 void set_io_direct(bool enabled);
+void set_io_numa(bool enabled);
 void set_io_gds(IoGds mode);
 void set_spill_task_size(std::size_t bytes);
 void set_spill_file_size(std::size_t bytes);

@@ -18,8 +18,9 @@ namespace spillway::io {
 /// finishes queued tasks and joins the workers.
 class ThreadPool {
  public:
-  /// @throws spillway::logic_error when `nthreads` is 0.
-  explicit ThreadPool(std::size_t nthreads);
+  /// `cpus`: the CPUs the workers run on (empty: wherever the OS puts them); io_cpus() gives
+  /// the ones near the GPU. @throws spillway::logic_error when `nthreads` is 0.
+  explicit ThreadPool(std::size_t nthreads, std::vector<int> cpus = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -27,6 +28,8 @@ class ThreadPool {
   ThreadPool& operator=(ThreadPool&&) = delete;
 
   [[nodiscard]] std::size_t size() const noexcept { return workers_.size(); }
+  /// The CPUs the workers are bound to (empty: not bound).
+  [[nodiscard]] const std::vector<int>& cpus() const noexcept { return cpus_; }
 
   /// Queues `f` and returns a future of its result (exceptions travel through the future).
   template <typename F>
@@ -51,7 +54,12 @@ class ThreadPool {
   std::condition_variable cv_;
   std::queue<std::function<void()>> jobs_;
   bool stopping_{false};
+  std::vector<int> cpus_;
   std::vector<std::thread> workers_;
 };
+
+/// The CPUs spillway's I/O threads for the current GPU run on: that GPU's NUMA node's CPUs
+/// where SPILLWAY_IO_NUMA allows and the machine has several nodes; empty (anywhere) otherwise.
+std::vector<int> io_cpus();
 
 }  // namespace spillway::io

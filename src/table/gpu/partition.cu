@@ -2,16 +2,17 @@
 //
 // Passes over the rows, all on the caller's stream:
 //  1. count: each block owns a tile of consecutive rows; it hashes them, stores each row's
-//     partition (2 bytes; 4 beyond 65535 partitions) and counts its rows per partition. The
+//     partition (2 bytes; 4 beyond 65535 partitions) and counts its rows per partition (one key
+//     column of 4- or 8-byte values without nulls, the usual case, in 16-byte vectors). The
 //     counts are laid out partition-major (hist[p * tiles + t]), so one exclusive scan gives,
 //     for every (partition, tile), where the tile's first row of that partition goes.
 //  2. the partition sizes (and, for STRING columns, their character counts) go to the host,
 //     which lays out and allocates the outputs.
 //  3. place: each block walks its tile again in sub-tiles of 2048 rows, sorts the sub-tile's
 //     rows by partition with a stable block radix sort (so rows keep their input order within
-//     a partition, exactly as on the CPU) and copies each column in sorted order: consecutive
-//     threads write consecutive rows of one partition, so the stores are coalesced, and read
-//     within the sub-tile's few KiB of the column, which the caches hold.
+//     a partition, exactly as on the CPU), loads a group of columns' sub-tiles into shared
+//     memory (cp.async) and writes them out in sorted order: consecutive threads write
+//     consecutive rows of one partition, so the stores are coalesced.
 // STRING columns take two more kernels: each row's position in partitioned order, a scan of
 // the lengths in that order, and a copy of the characters.
 #include <spillway/table/gpu.hpp>
@@ -24,6 +25,7 @@
 #include "batched_copy.cuh"
 #include "device_column.cuh"
 
+#include <cuda_pipeline.h>
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
@@ -45,6 +47,13 @@ constexpr std::uint32_t no_partition = std::numeric_limits<std::uint32_t>::max()
 /// The place pass sorts sub-tiles of block_threads x place_items rows.
 constexpr unsigned place_items = 8;
 constexpr std::size_t sub_rows = std::size_t{block_threads} * place_items;
+/// Shared memory for the fixed-width values of a group of columns of one sub-tile (3 int32
+/// columns); more would take the block past 48 KiB of static shared memory, and two stages
+/// (loading one group while placing another) measured slower: 1.28-1.38 ms against 1.09.
+constexpr std::size_t stage_bytes = 24 * 1024;
+/// The place pass's blocks per multiprocessor: lets ptxas take the 80 registers it needs
+/// without spilling (left alone it chose 64 and spilled; capped at 4 blocks it was 5% slower).
+constexpr unsigned place_blocks_per_sm = 3;
 /// Partitions up to which the count pass counts a warp's rows with one ballot per partition.
 constexpr std::uint32_t few_partitions = 16;
 /// Partitions up to which the count pass keeps its counters in shared memory (16 KiB).
@@ -84,49 +93,124 @@ __global__ void hash_kernel(const DeviceColumn* keys, std::uint32_t nkeys, std::
   if (row < rows) out[row] = detail::hash_row(keys, nkeys, row, seed);
 }
 
-/// Pass 1: partitions and per-tile counts. `hist` is zeroed.
+/// Adds a thread's rows' partitions `p` (no_partition for none) to the tile's counts: in shared
+/// memory when tl.shared_counts(), else straight into `hist`. Every lane of the warp calls it.
+template <unsigned Items>
+__device__ void add_counts(const std::uint32_t (&p)[Items], const Tiling& tl, std::size_t t,
+                           std::uint32_t* counts, std::uint32_t* hist) {
+  const unsigned lane = threadIdx.x % 32;
+  if (tl.parts <= few_partitions) {  // one warp sum and one atomic per partition
+    for (std::uint32_t q = 0; q < tl.parts; ++q) {
+      unsigned mine = 0;
+#pragma unroll
+      for (unsigned i = 0; i < Items; ++i) mine += p[i] == q ? 1U : 0U;
+      const unsigned in_q = __reduce_add_sync(full_mask, mine);
+      if (in_q != 0 && lane == 0) atomicAdd(&counts[q], in_q);
+    }
+    return;
+  }
+#pragma unroll
+  for (unsigned i = 0; i < Items; ++i) {  // one atomic per partition and warp, not per row
+    const unsigned peers = __match_any_sync(full_mask, p[i]);
+    if (p[i] != no_partition && lane == static_cast<unsigned>(__ffs(peers) - 1)) {
+      atomicAdd(tl.shared_counts() ? &counts[p[i]] : &hist[p[i] * tl.tiles + t],
+                static_cast<std::uint32_t>(__popc(peers)));
+    }
+  }
+}
+
+__device__ inline std::uint32_t partition_of(std::uint32_t h, const Tiling& tl, bool pow2) {
+  return pow2 ? (h & (tl.parts - 1)) : (h % tl.parts);
+}
+
+__device__ inline void start_counts(const Tiling& tl, std::uint32_t* counts) {
+  if (!tl.shared_counts()) return;
+  for (std::uint32_t p = threadIdx.x; p < tl.parts; p += blockDim.x) counts[p] = 0;
+  __syncthreads();
+}
+
+__device__ inline void finish_counts(const Tiling& tl, std::size_t t, const std::uint32_t* counts,
+                                     std::uint32_t* hist) {
+  if (!tl.shared_counts()) return;
+  __syncthreads();
+  for (std::uint32_t p = threadIdx.x; p < tl.parts; p += blockDim.x) {
+    hist[p * tl.tiles + t] = counts[p];
+  }
+}
+
+/// Pass 1: partitions and per-tile counts, any key columns. `hist` is zeroed.
 template <typename PidT>
 __global__ void __launch_bounds__(block_threads)
     count_kernel(const DeviceColumn* keys, std::uint32_t nkeys, std::uint32_t seed, Tiling tl,
                  PidT* pid, std::uint32_t* hist) {
   extern __shared__ std::uint32_t counts[];
   const std::size_t t = blockIdx.x;
-  const bool shared = tl.shared_counts();
-  if (shared) {
-    for (std::uint32_t p = threadIdx.x; p < tl.parts; p += blockDim.x) counts[p] = 0;
-    __syncthreads();
-  }
+  start_counts(tl, counts);
   const bool pow2 = (tl.parts & (tl.parts - 1)) == 0;
   const std::size_t end = min(tl.rows, (t + 1) * tl.tile_rows);
-  // Every lane runs the same number of rounds, for __match_any_sync.
+  // Every lane runs the same number of rounds, for the warp-wide counting.
   for (std::size_t base = t * tl.tile_rows; base < end; base += blockDim.x) {
     const std::size_t row = base + threadIdx.x;
-    std::uint32_t p = no_partition;
+    std::uint32_t p[1] = {no_partition};
     if (row < end) {
-      const std::uint32_t h = detail::hash_row(keys, nkeys, row, seed);
-      p = pow2 ? (h & (tl.parts - 1)) : (h % tl.parts);
-      pid[row] = static_cast<PidT>(p);
+      p[0] = partition_of(detail::hash_row(keys, nkeys, row, seed), tl, pow2);
+      pid[row] = static_cast<PidT>(p[0]);
     }
-    // One atomic per partition and warp instead of one per row.
-    if (tl.parts <= few_partitions) {
-      for (std::uint32_t q = 0; q < tl.parts; ++q) {
-        const unsigned in_q = __ballot_sync(full_mask, p == q);
-        if (in_q != 0 && threadIdx.x % 32 == 0) atomicAdd(&counts[q], __popc(in_q));
-      }
-    } else {
-      const unsigned peers = __match_any_sync(full_mask, p);
-      if (row < end && threadIdx.x % 32 == static_cast<unsigned>(__ffs(peers) - 1)) {
-        atomicAdd(shared ? &counts[p] : &hist[p * tl.tiles + t],
-                  static_cast<std::uint32_t>(__popc(peers)));
-      }
-    }
+    add_counts(p, tl, t, counts, hist);
   }
-  if (shared) {
-    __syncthreads();
-    for (std::uint32_t p = threadIdx.x; p < tl.parts; p += blockDim.x) {
-      hist[p * tl.tiles + t] = counts[p];
+  finish_counts(tl, t, counts, hist);
+}
+
+/// Rows a thread of count_fixed_kernel hashes per round.
+constexpr unsigned count_items = 8;
+
+/// Pass 1 for the usual key, one column of 4- or 8-byte values without nulls, 16-byte aligned:
+/// each thread loads count_items consecutive keys in 16-byte vectors, hashes them exactly as
+/// hash_row does, and stores their partitions in 16-byte vectors. The generic kernel spends
+/// ~150 instructions per row on the per-row type dispatch and column lookups; this one a few
+/// dozen.
+template <typename T, typename PidT>
+__global__ void __launch_bounds__(block_threads)
+    count_fixed_kernel(const T* __restrict__ key, std::uint32_t seed, Tiling tl,
+                       PidT* __restrict__ pid, std::uint32_t* hist) {
+  static_assert(count_items * sizeof(T) % 16 == 0 && count_items * sizeof(PidT) % 16 == 0);
+  extern __shared__ std::uint32_t counts[];
+  const std::size_t t = blockIdx.x;
+  start_counts(tl, counts);
+  const bool pow2 = (tl.parts & (tl.parts - 1)) == 0;
+  const std::size_t end = min(tl.rows, (t + 1) * tl.tile_rows);
+  for (std::size_t base = t * tl.tile_rows; base < end; base += block_threads * count_items) {
+    const std::size_t first = base + threadIdx.x * std::size_t{count_items};
+    std::uint32_t p[count_items];
+    if (first + count_items <= end) {
+      T v[count_items];
+#pragma unroll
+      for (unsigned i = 0; i < count_items * sizeof(T) / 16; ++i) {
+        reinterpret_cast<uint4*>(v)[i] = reinterpret_cast<const uint4*>(key + first)[i];
+      }
+      PidT out[count_items];
+#pragma unroll
+      for (unsigned i = 0; i < count_items; ++i) {
+        p[i] = partition_of(hash_combine(0U, hash_value(v[i], seed)), tl, pow2);
+        out[i] = static_cast<PidT>(p[i]);
+      }
+#pragma unroll
+      for (unsigned i = 0; i < count_items * sizeof(PidT) / 16; ++i) {
+        reinterpret_cast<uint4*>(pid + first)[i] = reinterpret_cast<const uint4*>(out)[i];
+      }
+    } else {  // the tile's last, partial group
+#pragma unroll
+      for (unsigned i = 0; i < count_items; ++i) {
+        p[i] = no_partition;
+        if (first + i < end) {
+          p[i] = partition_of(hash_combine(0U, hash_value(key[first + i], seed)), tl, pow2);
+          pid[first + i] = static_cast<PidT>(p[i]);
+        }
+      }
     }
+    add_counts(p, tl, t, counts, hist);
   }
+  finish_counts(tl, t, counts, hist);
 }
 
 /// starts[p] = scanned[p * tiles] for p <= parts (scanned[parts * tiles] is the total).
@@ -142,6 +226,7 @@ struct PlaceShared {
   union {
     typename Sort::TempStorage sort;
     typename Scan::TempStorage scan;
+    alignas(16) std::byte stage[stage_bytes];  // a group of columns' sub-tile, in input order
   } u;
   PidT pid[sub_rows];           // in sorted order: the partition,
   std::uint16_t src[sub_rows];  // the row within the sub-tile,
@@ -156,31 +241,129 @@ struct Placement {
   std::uint32_t at[place_items];
 };
 
-/// Copies one fixed-width column of the sub-tile to its partitions in sorted order: the stores
-/// of consecutive threads are consecutive rows of one partition (coalesced); the loads gather
-/// within the sub-tile's few KiB of the column, which the caches hold. All of a thread's loads
-/// are in flight before its stores.
+/// Starts copying rows [0, n) of a fixed-width column of the sub-tile into shared memory with
+/// every thread of the block: 16 bytes at a time and asynchronously (cp.async, no registers
+/// held) where the column is 16-byte aligned, value by value for the rest. The caller commits
+/// and waits (__pipeline_commit, __pipeline_wait_prior) and synchronizes the block.
 template <typename T>
-__device__ void place_values(const Placement& pl, const T* __restrict__ col, std::uint32_t n,
-                             const Dest* dest) {
-  T v[place_items];
-#pragma unroll
-  for (unsigned i = 0; i < place_items; ++i) {
-    if (threadIdx.x + i * block_threads < n) v[i] = col[pl.src[i]];
+__device__ void stage_column(std::byte* stage, const T* col, std::uint32_t n) {
+  std::uint32_t first = 0;  // the first value copied one by one
+  if (reinterpret_cast<std::uintptr_t>(col) % 16 == 0) {
+    const std::uint32_t vecs = n * sizeof(T) / 16;
+    const auto* src = reinterpret_cast<const std::byte*>(col);
+    for (std::uint32_t v = threadIdx.x; v < vecs; v += block_threads) {
+      __pipeline_memcpy_async(stage + v * 16, src + v * 16, 16);
+    }
+    first = vecs * 16 / sizeof(T);
   }
+  for (std::uint32_t e = first + threadIdx.x; e < n; e += block_threads) {
+    reinterpret_cast<T*>(stage)[e] = col[e];
+  }
+}
+
+/// Copies a staged column to its partitions in sorted order: consecutive threads store
+/// consecutive rows of one partition (coalesced), reading shared memory in the sorted order.
+template <typename T>
+__device__ void place_staged(const Placement& pl, const std::byte* stage, std::uint32_t n,
+                             const Dest* dest) {
+  const T* values = reinterpret_cast<const T*>(stage);
 #pragma unroll
   for (unsigned i = 0; i < place_items; ++i) {
     if (threadIdx.x + i * block_threads < n) {
-      reinterpret_cast<T*>(dest[pl.pid[i]].data)[pl.at[i]] = v[i];
+      reinterpret_cast<T*>(dest[pl.pid[i]].data)[pl.at[i]] = values[pl.src[i]];
     }
+  }
+}
+
+/// Sets the validity bits of a nullable column's rows of the sub-tile in their partitions.
+__device__ void place_mask(const Placement& pl, const DeviceColumn& col, std::size_t sub,
+                           std::uint32_t n, const Dest* dest) {
+  if (col.mask == nullptr) return;
+  for (unsigned i = 0; i < place_items; ++i) {
+    if (threadIdx.x + i * block_threads >= n || !detail::is_valid(col, sub + pl.src[i])) continue;
+    const Dest& dp = dest[pl.pid[i]];
+    const std::uint64_t bit = dp.mask_bit + pl.at[i];
+    atomicOr(dp.mask + bit / 32, 1U << (bit % 32));
+  }
+}
+
+/// The first fixed-width column at or after `c` (ncols when none).
+__device__ std::uint32_t next_fixed(const DeviceColumn* cols, std::uint32_t ncols,
+                                    std::uint32_t c) {
+  while (c < ncols && cols[c].width == 0) ++c;
+  return c;
+}
+
+/// The end of the group that starts at fixed-width column `c`: it and the fixed-width columns
+/// right after it whose sub-tiles fit one stage together.
+__device__ std::uint32_t group_end(const DeviceColumn* cols, std::uint32_t ncols, std::uint32_t c) {
+  std::size_t bytes = 0;
+  while (c < ncols && cols[c].width != 0 &&
+         bytes + std::size_t{cols[c].width} * sub_rows <= stage_bytes) {
+    bytes += std::size_t{cols[c].width} * sub_rows;
+    ++c;
+  }
+  return c;
+}
+
+/// Starts staging rows [sub, sub + n) of columns [c, e) into `stage`, one after another.
+__device__ __forceinline__ void stage_group(std::byte* stage, const DeviceColumn* cols,
+                                            std::uint32_t c, std::uint32_t e, std::size_t sub,
+                                            std::uint32_t n) {
+  for (; c < e; ++c) {
+    const std::size_t w = cols[c].width;
+    const std::byte* col = cols[c].data + sub * w;
+    switch (w) {
+      case 1:
+        stage_column(stage, reinterpret_cast<const std::uint8_t*>(col), n);
+        break;
+      case 2:
+        stage_column(stage, reinterpret_cast<const std::uint16_t*>(col), n);
+        break;
+      case 4:
+        stage_column(stage, reinterpret_cast<const std::uint32_t*>(col), n);
+        break;
+      default:
+        stage_column(stage, reinterpret_cast<const std::uint64_t*>(col), n);
+        break;
+    }
+    stage += w * sub_rows;
+  }
+}
+
+/// Places the staged columns [c, e) of the sub-tile and their validity bits.
+__device__ __forceinline__ void place_group(const Placement& pl, const std::byte* stage,
+                                            const DeviceColumn* cols, std::uint32_t c,
+                                            std::uint32_t e, std::size_t sub, std::uint32_t n,
+                                            const Dest* dest, std::uint32_t parts) {
+  for (; c < e; ++c) {
+    const Dest* d = dest + std::size_t{c} * parts;
+    switch (cols[c].width) {
+      case 1:
+        place_staged<std::uint8_t>(pl, stage, n, d);
+        break;
+      case 2:
+        place_staged<std::uint16_t>(pl, stage, n, d);
+        break;
+      case 4:
+        place_staged<std::uint32_t>(pl, stage, n, d);
+        break;
+      default:
+        place_staged<std::uint64_t>(pl, stage, n, d);
+        break;
+    }
+    place_mask(pl, cols[c], sub, n, d);
+    stage += std::size_t{cols[c].width} * sub_rows;
   }
 }
 
 /// Pass 3. `cursors[p * tiles + t]` starts as the scan and is advanced as rows are placed.
 /// Positions: each row's place in partitioned order into `pos`. Otherwise every fixed-width
-/// column's values and every validity bit go to `dest`.
+/// column's values and every validity bit go to `dest`: a group of columns at a time is loaded
+/// into shared memory (cp.async, all of the group's loads in flight at once: the pass waits on
+/// memory, so bytes in flight are its bandwidth), then placed from there in sorted order.
 template <typename PidT, bool Positions>
-__global__ void __launch_bounds__(block_threads)
+__global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
     place_kernel(const PidT* pid, Tiling tl, std::uint32_t* cursors, const std::uint32_t* starts,
                  std::uint32_t* pos, const DeviceColumn* cols, std::uint32_t ncols,
                  const Dest* dest) {
@@ -235,34 +418,19 @@ __global__ void __launch_bounds__(block_threads)
         pl.pid[i] = k < n ? static_cast<std::uint32_t>(sh.pid[k]) : 0;
         pl.at[i] = k < n ? sh.at[k] : 0;
       }
-      for (std::uint32_t c = 0; c < ncols; ++c) {
-        const DeviceColumn& col = cols[c];
-        const Dest* d = dest + std::size_t{c} * tl.parts;
-        switch (col.width) {
-          case 1:
-            place_values(pl, reinterpret_cast<const std::uint8_t*>(col.data) + sub, n, d);
-            break;
-          case 2:
-            place_values(pl, reinterpret_cast<const std::uint16_t*>(col.data) + sub, n, d);
-            break;
-          case 4:
-            place_values(pl, reinterpret_cast<const std::uint32_t*>(col.data) + sub, n, d);
-            break;
-          case 8:
-            place_values(pl, reinterpret_cast<const std::uint64_t*>(col.data) + sub, n, d);
-            break;
-          default:  // STRING: string_kernel
-            break;
-        }
-        if (col.mask == nullptr) continue;
-        for (unsigned i = 0; i < place_items; ++i) {
-          if (threadIdx.x + i * block_threads >= n || !detail::is_valid(col, sub + pl.src[i])) {
-            continue;
-          }
-          const Dest& dp = d[pl.pid[i]];
-          const std::uint64_t bit = dp.mask_bit + pl.at[i];
-          atomicOr(dp.mask + bit / 32, 1U << (bit % 32));
-        }
+      std::uint32_t c = next_fixed(cols, ncols, 0);
+      while (c < ncols) {
+        const std::uint32_t e = group_end(cols, ncols, c);
+        __syncthreads();  // the stage is free: the previous group is placed, the scan is done
+        stage_group(sh.u.stage, cols, c, e, sub, n);
+        __pipeline_commit();
+        __pipeline_wait_prior(0);
+        __syncthreads();
+        place_group(pl, sh.u.stage, cols, c, e, sub, n, dest, tl.parts);
+        c = next_fixed(cols, ncols, e);
+      }
+      for (std::uint32_t s = 0; s < ncols; ++s) {  // STRING: string_kernel copies the rest
+        if (cols[s].width == 0) place_mask(pl, cols[s], sub, n, dest + std::size_t{s} * tl.parts);
       }
     }
   }
@@ -363,9 +531,22 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
   const auto blocks = static_cast<unsigned>(tl.tiles);
   if (tl.tiles > 0) {
     const std::size_t count_smem = tl.shared_counts() ? parts * sizeof(std::uint32_t) : 0;
-    count_kernel<PidT><<<blocks, block_threads, count_smem, raw(stream)>>>(
-        as<const DeviceColumn>(*d_keys), static_cast<std::uint32_t>(keys.size()), seed, tl,
-        as<PidT>(*pid), as<std::uint32_t>(*hist));
+    const ColumnView& k0 = table.columns[keys[0]];
+    const bool fixed_key = keys.size() == 1 && !k0.nullable() && k0.type != TypeId::STRING &&
+                           (size_of(k0.type) == 4 || size_of(k0.type) == 8) &&
+                           reinterpret_cast<std::uintptr_t>(k0.data) % 16 == 0;
+    if (fixed_key) {
+      spillway::detail::dispatch_fixed(k0.type, [&]<typename T>() {
+        if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+          count_fixed_kernel<T, PidT><<<blocks, block_threads, count_smem, raw(stream)>>>(
+              static_cast<const T*>(k0.data), seed, tl, as<PidT>(*pid), as<std::uint32_t>(*hist));
+        }
+      });
+    } else {
+      count_kernel<PidT><<<blocks, block_threads, count_smem, raw(stream)>>>(
+          as<const DeviceColumn>(*d_keys), static_cast<std::uint32_t>(keys.size()), seed, tl,
+          as<PidT>(*pid), as<std::uint32_t>(*hist));
+    }
     check_launch();
   }
   exclusive_sum(as<std::uint32_t>(*hist), hist_n, br, stream);
