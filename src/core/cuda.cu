@@ -88,6 +88,16 @@ bool reads_pageable_memory() {
   return value != 0;
 }
 
+bool is_device_pointer(const void* ptr) noexcept {
+  if (ptr == nullptr || !is_available()) return false;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();  // an unknown pointer: host memory
+    return false;
+  }
+  return attr.type == cudaMemoryTypeDevice;
+}
+
 std::size_t device_total_memory() {
   std::size_t free_bytes = 0;
   std::size_t total = 0;

@@ -31,6 +31,9 @@ std::size_t device_free_memory() {
 bool reads_pageable_memory() {
   return false;
 }
+bool is_device_pointer(const void*) noexcept {
+  return false;
+}
 std::size_t device_total_memory() {
   no_cuda("device_total_memory");
 }

@@ -30,6 +30,9 @@ std::size_t device_free_memory();
 bool reads_pageable_memory();
 /// The device's name, e.g. "NVIDIA H200".
 const char* device_name();
+/// Whether `ptr` points into device memory (cudaMemoryTypeDevice); false for host memory,
+/// pinned or not, for managed memory, and without a GPU.
+bool is_device_pointer(const void* ptr) noexcept;
 /// The PCI address of `device` as sysfs spells it ("0000:1b:00.0").
 std::string pci_bus_id(int device);
 
