@@ -219,6 +219,12 @@ __global__ void starts_kernel(const std::uint32_t* scanned, Tiling tl, std::uint
   if (p <= tl.parts) starts[p] = scanned[p * tl.tiles];
 }
 
+/// scanned[p * tiles + t] -= starts[p]: where each tile's rows go within their partition.
+__global__ void relative_kernel(std::uint32_t* scanned, Tiling tl, const std::uint32_t* starts) {
+  const std::size_t e = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (e < tl.parts * tl.tiles) scanned[e] -= starts[e / tl.tiles];
+}
+
 template <typename PidT>
 struct PlaceShared {
   using Sort = cub::BlockRadixSort<PidT, block_threads, place_items, std::uint16_t>;
@@ -357,28 +363,39 @@ __device__ __forceinline__ void place_group(const Placement& pl, const std::byte
   }
 }
 
-/// Pass 3. `cursors[p * tiles + t]` starts as the scan and is advanced as rows are placed.
-/// Positions: each row's place in partitioned order into `pos`. Otherwise every fixed-width
+/// Pass 3. `cursors[p * tiles + t]` starts as the scan (Positions: absolute, each row's place
+/// in partitioned order goes to `pos`; otherwise relative to the partition's start, see
+/// relative_kernel) and is advanced as rows are placed. Otherwise every fixed-width
 /// column's values and every validity bit go to `dest`: a group of columns at a time is loaded
 /// into shared memory (cp.async, all of the group's loads in flight at once: the pass waits on
 /// memory, so bytes in flight are its bandwidth), then placed from there in sorted order.
 template <typename PidT, bool Positions>
 __global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
-    place_kernel(const PidT* pid, Tiling tl, std::uint32_t* cursors, const std::uint32_t* starts,
-                 std::uint32_t* pos, const DeviceColumn* cols, std::uint32_t ncols,
-                 const Dest* dest) {
+    place_kernel(const PidT* pid, Tiling tl, std::uint32_t* cursors, std::uint32_t* pos,
+                 const DeviceColumn* cols, std::uint32_t ncols, const Dest* dest) {
   __shared__ PlaceShared<PidT> sh;
   using Sh = PlaceShared<PidT>;
   const std::size_t t = blockIdx.x;
   const std::size_t end = min(tl.rows, (t + 1) * tl.tile_rows);
   for (std::size_t sub = t * tl.tile_rows; sub < end; sub += sub_rows) {
     const auto n = static_cast<std::uint32_t>(min(sub_rows, end - sub));
-    PidT keys[place_items];
+    alignas(16) PidT keys[place_items];
     std::uint16_t idx[place_items];
+    if (n == sub_rows) {  // a whole sub-tile: each thread's ids in 16-byte vectors
+      static_assert(place_items * sizeof(PidT) % 16 == 0);
+      const auto* v = reinterpret_cast<const uint4*>(pid + sub + threadIdx.x * place_items);
+#pragma unroll
+      for (unsigned i = 0; i < place_items * sizeof(PidT) / 16; ++i) {
+        reinterpret_cast<uint4*>(keys)[i] = v[i];
+      }
+    } else {
+      for (unsigned i = 0; i < place_items; ++i) {
+        const unsigned j = threadIdx.x * place_items + i;
+        keys[i] = j < n ? pid[sub + j] : static_cast<PidT>(~PidT{0});  // padding sorts last
+      }
+    }
     for (unsigned i = 0; i < place_items; ++i) {
-      const unsigned j = threadIdx.x * place_items + i;
-      keys[i] = j < n ? pid[sub + j] : static_cast<PidT>(~PidT{0});  // padding sorts last
-      idx[i] = static_cast<std::uint16_t>(j);
+      idx[i] = static_cast<std::uint16_t>(threadIdx.x * place_items + i);
     }
     __syncthreads();  // the previous sub-tile is done with `sh`
     typename Sh::Sort(sh.u.sort).Sort(keys, idx, 0, tl.bits);
@@ -397,8 +414,7 @@ __global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
     for (unsigned i = 0; i < place_items; ++i) {
       const unsigned k = threadIdx.x * place_items + i;
       if (k >= n) continue;
-      const std::uint32_t at = cursors[keys[i] * tl.tiles + t] + (k - run[i]);
-      sh.at[k] = Positions ? at : at - starts[keys[i]];
+      sh.at[k] = cursors[keys[i] * tl.tiles + t] + (k - run[i]);
     }
     __syncthreads();  // every cursor is read before the run ends advance them
     for (unsigned i = 0; i < place_items; ++i) {
@@ -569,8 +585,8 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
         auto cursors = br.allocate(MemoryType::DEVICE, hist->size(), stream);
         cuda::memcpy_async(cursors->data(), hist->data(), hist->size(), stream);
         place_kernel<PidT, true><<<blocks, block_threads, 0, raw(stream)>>>(
-            as<const PidT>(*pid), tl, as<std::uint32_t>(*cursors), as<const std::uint32_t>(*starts),
-            as<std::uint32_t>(*pos), nullptr, 0, nullptr);
+            as<const PidT>(*pid), tl, as<std::uint32_t>(*cursors), as<std::uint32_t>(*pos), nullptr,
+            0, nullptr);
         check_launch();
       }
     }
@@ -595,9 +611,12 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
   detail::copy_ranges(std::span<const detail::CopyRange>(zero), br, stream);
   if (tl.tiles == 0) return;
   auto d_dest = detail::to_device(dest, br, stream);
+  relative_kernel<<<detail::blocks_for(parts * tl.tiles, block_threads), block_threads, 0,
+                    raw(stream)>>>(as<std::uint32_t>(*hist), tl, as<const std::uint32_t>(*starts));
+  check_launch();
   place_kernel<PidT, false><<<blocks, block_threads, 0, raw(stream)>>>(
-      as<const PidT>(*pid), tl, as<std::uint32_t>(*hist), as<const std::uint32_t>(*starts), nullptr,
-      as<const DeviceColumn>(*d_cols), static_cast<std::uint32_t>(ncols), as<const Dest>(*d_dest));
+      as<const PidT>(*pid), tl, as<std::uint32_t>(*hist), nullptr, as<const DeviceColumn>(*d_cols),
+      static_cast<std::uint32_t>(ncols), as<const Dest>(*d_dest));
   check_launch();
   for (std::size_t c = 0; c < ncols; ++c) {
     if (table.columns[c].type != TypeId::STRING) continue;
