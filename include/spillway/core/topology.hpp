@@ -26,7 +26,8 @@ struct NumaNode {
 /// Empty when sysfs does not say (then treat the machine as one node).
 std::vector<NumaNode> numa_nodes(const std::filesystem::path& sys = "/sys");
 
-/// The CPUs this process may run on (sched_getaffinity), sorted.
+/// The CPUs the calling thread may run on (sched_getaffinity: the process's set unless the
+/// thread was bound), sorted.
 std::vector<int> allowed_cpus();
 
 /// Where a GPU sits: sysfs's view of its PCI device.
