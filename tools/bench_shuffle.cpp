@@ -12,9 +12,12 @@
 // (so a device limit below the input size still holds); the time to make it is measured and
 // taken out (the transfers of earlier tables go on meanwhile, which -p 1 avoids). The inserted
 // chunks' checksums are computed before the timed part (the input is deterministic); the
-// extracted partitions' are added up on the GPU inside it (so they cost the figures a little)
-// and, on the CPU path, measured and taken out. Local throughput: this rank's input bytes over
-// its time; global: all ranks' bytes over the slowest rank's time.
+// extracted partitions' are added up on the GPU inside it (so they cost the figures a
+// little). On the CPU path without a host limit, where the ranks share the cores, the input is
+// made before the timed part and the extracted partitions are checksummed after it, so that
+// no rank's untimed work slows another's timed work; with a host limit both happen inside,
+// their time taken out. Local throughput: this rank's input bytes over its time; global: all
+// ranks' bytes over the slowest rank's time.
 #include <spillway/comm/bootstrap.hpp>
 #include <spillway/comm/local.hpp>
 #include <spillway/comm/mpi.hpp>
@@ -421,6 +424,18 @@ class Bench {
       cuda::memset_device(sums->data(), 0, sums->size());
     }
     std::vector<Table> kept;  // the output partitions, without -s
+    // On the CPU without a host limit, the input tables are made before the timed part and
+    // the extracted partitions are checksummed after it: ranks share the cores there, and one
+    // rank making its input or summing its output would slow the others' timed work. Otherwise
+    // the input is made one table at a time inside the run (its time taken out), so that a
+    // limit holds and the GPU's memory peak is that of streaming input.
+    const bool unlimited = !gpu_ && br_.limit(MemoryType::HOST) == unlimited_bytes;
+    std::vector<Table> inputs;
+    if (unlimited) {
+      for (std::size_t i = 0; i < o_.in_parts; ++i) inputs.push_back(make_input(i));
+      br_.stream().synchronize();
+    }
+    std::vector<std::pair<PartID, Table>> to_check;  // CPU, unlimited: summed after the run
     comm_.barrier();
     br_.reset_peak(MemoryType::HOST);
     if (gpu_) br_.reset_peak(MemoryType::DEVICE);
@@ -429,10 +444,15 @@ class Bench {
       Shuffler shuffler(comm_, op, static_cast<PartID>(total), br_, partition_owner::round_robin);
       for (std::size_t i = 0; i < o_.in_parts; ++i) {
         keep_room(i + 1);
-        const auto t = Clock::now();
-        Table input = make_input(i);
-        br_.stream().synchronize();
-        r.excluded += since(t);
+        Table input;
+        if (unlimited) {
+          input = std::move(inputs[i]);
+        } else {
+          const auto t = Clock::now();
+          input = make_input(i);
+          br_.stream().synchronize();
+          r.excluded += since(t);
+        }
         // With --overlap each chunk goes in as soon as it is packed; otherwise all of them
         // after the input is freed (so its memory is back before incoming chunks take some).
         std::unordered_map<PartID, PackedData> batch;
@@ -456,6 +476,9 @@ class Bench {
                          : unpack_and_concat(std::move(parts), br_);
         if (gpu_) {
           gpu::add_checksum(out.view(), *sums, pid, br_, br_.stream());
+        } else if (unlimited) {  // summed after the timed part
+          to_check.emplace_back(pid, std::move(out));
+          continue;
         } else {
           const auto t = Clock::now();
           r.out[pid] += checksum_of(out.view());
@@ -466,6 +489,7 @@ class Bench {
     }
     br_.stream().synchronize();
     r.seconds = since(t0) - r.excluded;
+    for (auto& [pid, out] : to_check) r.out[pid] += checksum_of(out.view());
     r.peak_device = gpu_ ? br_.peak(MemoryType::DEVICE) : 0;
     r.peak_host = br_.peak(MemoryType::HOST);
     if (gpu_) {
