@@ -54,7 +54,8 @@ constexpr std::size_t stage_bytes = 24 * 1024;
 /// The place pass's blocks per multiprocessor: lets ptxas take the 80 registers it needs
 /// without spilling (left alone it chose 64 and spilled; capped at 4 blocks it was 5% slower).
 constexpr unsigned place_blocks_per_sm = 3;
-/// Partitions up to which the count pass counts a warp's rows with one ballot per partition.
+/// Partitions up to which the count pass sums a warp's rows per partition (one warp sum and
+/// one atomic each) instead of grouping equal partitions with __match_any_sync.
 constexpr std::uint32_t few_partitions = 16;
 /// Partitions up to which the count pass keeps its counters in shared memory (16 KiB).
 constexpr std::size_t shared_count_partitions = 4096;
