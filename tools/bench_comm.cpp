@@ -55,19 +55,18 @@ struct Options {
 };
 
 [[noreturn]] void usage(const std::string& error) {
-  std::ostream& os = error.empty() ? std::cout : std::cerr;
-  if (!error.empty()) os << "spillway-bench-comm: " << error << "\n\n";
-  os << "usage: spillway-bench-comm [options]\n"
-        "  -C local|mpi|single  communicator (default local; mpi: run under mpirun)\n"
-        "  --ranks N            ranks of -C local (default 2)\n"
-        "  -s SIZE              bytes per message, e.g. 64KiB, 256MiB (default 1MiB)\n"
-        "  -n N                 messages per peer and run, all in flight (default 1)\n"
-        "  -r N                 timed runs (default 5)\n"
-        "  -w N                 warm-up runs (default 2)\n"
-        "  -t device|pinned|host  memory of the messages (default device with a GPU, else host)\n"
-        "  --no-baseline        skip MPI_Alltoallv / NCCL\n"
-        "  -h                   this help\n";
-  std::exit(error.empty() ? 0 : 2);
+  cli::print_usage(
+      "spillway-bench-comm", error,
+      "usage: spillway-bench-comm [options]\n"
+      "  -C local|mpi|single  communicator (default local; mpi: run under mpirun)\n"
+      "  --ranks N            ranks of -C local (default 2)\n"
+      "  -s SIZE              bytes per message, e.g. 64KiB, 256MiB (default 1MiB)\n"
+      "  -n N                 messages per peer and run, all in flight (default 1)\n"
+      "  -r N                 timed runs (default 5)\n"
+      "  -w N                 warm-up runs (default 2)\n"
+      "  -t device|pinned|host  memory of the messages (default device with a GPU, else host)\n"
+      "  --no-baseline        skip MPI_Alltoallv / NCCL\n"
+      "  -h                   this help\n");
 }
 
 Options parse(int argc, char** argv) {

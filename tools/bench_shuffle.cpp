@@ -78,33 +78,32 @@ struct Options {
 };
 
 [[noreturn]] void usage(const std::string& error) {
-  std::ostream& os = error.empty() ? std::cout : std::cerr;
-  if (!error.empty()) os << "spillway-bench-shuffle: " << error << "\n\n";
-  os << "usage: spillway-bench-shuffle [options]\n"
-        "  -C local|mpi|single  communicator (default local; mpi: run under mpirun or srun)\n"
-        "  --ranks N       ranks of -C local (default 2)\n"
-        "  -c N            int32 columns (default 1)\n"
-        "  -n N            rows per rank (default 1048576)\n"
-        "  -p N            input partitions (tables) per rank (default 1)\n"
-        "  -o N            output partitions per rank (default 1)\n"
-        "  -r N            timed runs (default 1)\n"
-        "  -w N            warm-up runs (default 0)\n"
-        "  -m cuda|async|pool  device allocator (default: SPILLWAY_DEVICE_ALLOCATOR, async)\n"
-        "  -l MiB          device memory limit (hard: peak device memory stays below it)\n"
-        "  -L              no pinned host memory tier\n"
-        "  -g              pre-partitioned input: split at even row bounds, no hashing\n"
-        "  -s              discard each output partition once checked (streaming)\n"
-        "  -b              no overbooking (spillway never overbooks: accepted, changes nothing)\n"
-        "  -x              print the memory profile\n"
-        "  --host-limit MiB   host memory limit\n"
-        "  --spill-dir DIR    where spill files go (default SPILLWAY_SPILL_DIR or /tmp)\n"
-        "  --disk-limit MiB   disk tier limit\n"
-        "  --cpu           the CPU path (host memory) even where a GPU exists\n"
-        "  --overlap       with -g: pack and send the other ranks' partitions first, one by one,\n"
-        "                  overlapping their transfer with packing the rest (more memory)\n"
-        "  --json FILE     all figures, statistics and the profile as JSON (rank 0 writes)\n"
-        "  -h              this help\n";
-  std::exit(error.empty() ? 0 : 2);
+  cli::print_usage(
+      "spillway-bench-shuffle", error,
+      "usage: spillway-bench-shuffle [options]\n"
+      "  -C local|mpi|single  communicator (default local; mpi: run under mpirun or srun)\n"
+      "  --ranks N       ranks of -C local (default 2)\n"
+      "  -c N            int32 columns (default 1)\n"
+      "  -n N            rows per rank (default 1048576)\n"
+      "  -p N            input partitions (tables) per rank (default 1)\n"
+      "  -o N            output partitions per rank (default 1)\n"
+      "  -r N            timed runs (default 1)\n"
+      "  -w N            warm-up runs (default 0)\n"
+      "  -m cuda|async|pool  device allocator (default: SPILLWAY_DEVICE_ALLOCATOR, async)\n"
+      "  -l MiB          device memory limit (hard: peak device memory stays below it)\n"
+      "  -L              no pinned host memory tier\n"
+      "  -g              pre-partitioned input: split at even row bounds, no hashing\n"
+      "  -s              discard each output partition once checked (streaming)\n"
+      "  -b              no overbooking (spillway never overbooks: accepted, changes nothing)\n"
+      "  -x              print the memory profile\n"
+      "  --host-limit MiB   host memory limit\n"
+      "  --spill-dir DIR    where spill files go (default SPILLWAY_SPILL_DIR or /tmp)\n"
+      "  --disk-limit MiB   disk tier limit\n"
+      "  --cpu           the CPU path (host memory) even where a GPU exists\n"
+      "  --overlap       with -g: pack and send the other ranks' partitions first, one by one,\n"
+      "                  overlapping their transfer with packing the rest (more memory)\n"
+      "  --json FILE     all figures, statistics and the profile as JSON (rank 0 writes)\n"
+      "  -h              this help\n");
 }
 
 Options parse(int argc, char** argv) {

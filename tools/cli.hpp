@@ -5,12 +5,22 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <iostream>
 #include <string>
 #include <vector>
 
 namespace spillway::cli {
 
 using Usage = void (*)(const std::string& error);
+
+/// A tool's `usage(error)`: prints "tool: error" (when there is one) and the usage `text`, then
+/// exits with 2 after an error, 0 for -h (no error: the usage goes to stdout).
+[[noreturn]] inline void print_usage(const char* tool, const std::string& error, const char* text) {
+  std::ostream& os = error.empty() ? std::cout : std::cerr;
+  if (!error.empty()) os << tool << ": " << error << "\n\n";
+  os << text;
+  std::exit(error.empty() ? 0 : 2);
+}
 
 /// The value after flag argv[i] (i moves onto it).
 inline std::string value(int argc, char** argv, int& i, Usage usage) {

@@ -10,6 +10,8 @@
 #include <spillway/io/page_cache.hpp>
 #include <spillway/io/reader.hpp>
 
+#include "cli.hpp"
+
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -38,27 +40,27 @@ struct Options {
   bool direct{options::get().io_direct};
   IoGds gds{options::get().io_gds};
   bool tune{false};
-  bool device{false};  // --target device
+  bool device{false};     // --target device
+  std::vector<int> cpus;  // the reading threads': near the GPU for --target device (io_cpus)
   int runs{3};
 };
 
 [[noreturn]] void usage(const std::string& error) {
-  std::ostream& os = error.empty() ? std::cout : std::cerr;
-  if (!error.empty()) os << "spillway-readspeed: " << error << "\n\n";
-  os << "usage: spillway-readspeed --files F [F ...] [options]\n"
-        "  --files F ...       files to read, whole (all of them per run)\n"
-        "  --threads N[,N...]  thread counts; a list runs a sweep (default SPILLWAY_IO_THREADS)\n"
-        "  --task-size SIZE    bytes per read task (default SPILLWAY_IO_TASK_SIZE, 4MiB)\n"
-        "  --target host|device  where the bytes go (device: GPU memory through pinned bounce\n"
-        "                      buffers, with the pinned host-to-device ceiling measured too)\n"
-        "  --cold              drop the files from the page cache before each run\n"
-        "  --direct            O_DIRECT for the aligned part of each file (SPILLWAY_IO_DIRECT)\n"
-        "  --gds off|auto|on   GPUDirect Storage (cuFile) for --target device (SPILLWAY_IO_GDS;\n"
-        "                      auto: only with the nvidia-fs driver, on: also compat mode)\n"
-        "  --tune              sweep threads x task size; print the best as SPILLWAY_IO_* lines\n"
-        "  --runs N            runs per thread count; the median is shown (default 3)\n"
-        "  -h                  this help\n";
-  std::exit(error.empty() ? 0 : 2);
+  cli::print_usage(
+      "spillway-readspeed", error,
+      "usage: spillway-readspeed --files F [F ...] [options]\n"
+      "  --files F ...       files to read, whole (all of them per run)\n"
+      "  --threads N[,N...]  thread counts; a list runs a sweep (default SPILLWAY_IO_THREADS)\n"
+      "  --task-size SIZE    bytes per read task (default SPILLWAY_IO_TASK_SIZE, 4MiB)\n"
+      "  --target host|device  where the bytes go (device: GPU memory through pinned bounce\n"
+      "                      buffers, with the pinned host-to-device ceiling measured too)\n"
+      "  --cold              drop the files from the page cache before each run\n"
+      "  --direct            O_DIRECT for the aligned part of each file (SPILLWAY_IO_DIRECT)\n"
+      "  --gds off|auto|on   GPUDirect Storage (cuFile) for --target device (SPILLWAY_IO_GDS;\n"
+      "                      auto: only with the nvidia-fs driver, on: also compat mode)\n"
+      "  --tune              sweep threads x task size; print the best as SPILLWAY_IO_* lines\n"
+      "  --runs N            runs per thread count; the median is shown (default 3)\n"
+      "  -h                  this help\n");
 }
 
 std::size_t positive(const std::string& v, const std::string& flag) {
@@ -131,11 +133,6 @@ double cpu_seconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-/// The CPUs the reading threads run on: near the GPU for --target device (io::io_cpus()).
-std::vector<int> near_cpus(const Options& o) {
-  return o.device ? io::io_cpus() : std::vector<int>{};
-}
-
 std::string describe(const std::vector<int>& cpus) {
   if (cpus.empty()) return "anywhere";
   return std::to_string(cpus.size()) + " CPUs of the GPU's NUMA node (from " +
@@ -152,7 +149,7 @@ struct Result {
 Result measure(const Options& o, std::size_t threads, std::size_t task_size,
                const std::vector<std::size_t>& sizes, std::span<std::byte> dst) {
   std::unique_ptr<io::ThreadPool> pool;  // the caller takes part: `threads` threads in all
-  if (threads > 1) pool = std::make_unique<io::ThreadPool>(threads - 1, near_cpus(o));
+  if (threads > 1) pool = std::make_unique<io::ThreadPool>(threads - 1, o.cpus);
   std::vector<Result> runs;
   for (int r = 0; r < o.runs; ++r) {
     if (o.cold) {
@@ -247,6 +244,7 @@ int main(int argc, char** argv) {
   }
   const Options& o = *parsed;
   try {
+    if (o.device) parsed->cpus = io::io_cpus();
     std::vector<std::size_t> sizes;
     std::size_t total = 0;
     for (const auto& f : o.files) {
@@ -261,8 +259,7 @@ int main(int argc, char** argv) {
                                          : std::aligned_alloc(4096, alloc)),
         o.device ? cuda::free_device : [](void* p) { std::free(p); });
     if (!mem) throw out_of_memory("no memory for the destination");
-    const std::vector<int> cpus = near_cpus(o);
-    (void)topology::bind_this_thread(cpus);  // the caller reads too
+    (void)topology::bind_this_thread(o.cpus);  // the caller reads too
     std::span<std::byte> dst(mem.get(), total);
     if (o.device) {
       cuda::memset_device(dst.data(), 0, dst.size());
@@ -275,7 +272,7 @@ int main(int argc, char** argv) {
               << " | " << (o.direct ? "O_DIRECT" : "page cache") << " | "
               << (o.cold ? "cold (dropped before each run)" : "warm") << " | median of " << o.runs
               << (o.device ? " | into GPU memory" : " | into host memory") << " | threads "
-              << describe(cpus) << "\n";
+              << describe(o.cpus) << "\n";
     if (o.device) {
       std::cout << "pinned host-to-device ceiling (same run): " << std::fixed
                 << std::setprecision(2) << ceiling << " GB/s\n";

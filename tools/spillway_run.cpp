@@ -10,10 +10,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,22 +40,21 @@ using namespace spillway;
 using Clock = std::chrono::steady_clock;
 
 [[noreturn]] void usage(const std::string& error) {
-  std::ostream& out = error.empty() ? std::cout : std::cerr;
-  if (!error.empty()) out << "spillway-run: " << error << "\n\n";
-  out << "usage: spillway-run [options] [--] program [args...]\n"
-         "  -n N                  ranks to start (default: one per GPU of -g, else 1)\n"
-         "  -g LIST               GPUs to use, comma-separated, round-robin (default: all)\n"
-         "  --bind-to cpu|memory|none\n"
-         "                        bind each rank to the CPUs (cpu), and also prefer the NUMA\n"
-         "                        node (memory), nearest its GPU, read from sysfs (default cpu)\n"
-         "  -x VAR=val            set VAR in every rank's environment (repeatable)\n"
-         "  --tag-output          prefix every output line with [rank]\n"
-         "  -h, --help            this text\n"
-         "Each rank gets SPILLWAY_RUN_RANK, SPILLWAY_RUN_NRANKS, SPILLWAY_RUN_DEVICE, "
-         "SPILLWAY_RUN_DIR\n"
-         "and SPILLWAY_RUN_TOKEN; spillway's MPI programs (-C mpi) join through them. When a\n"
-         "rank fails, the others are stopped and spillway-run exits with its code.\n";
-  std::exit(error.empty() ? 0 : 2);
+  cli::print_usage(
+      "spillway-run", error,
+      "usage: spillway-run [options] [--] program [args...]\n"
+      "  -n N                  ranks to start (default: one per GPU of -g, else 1)\n"
+      "  -g LIST               GPUs to use, comma-separated, round-robin (default: all)\n"
+      "  --bind-to cpu|memory|none\n"
+      "                        bind each rank to the CPUs (cpu), and also prefer the NUMA\n"
+      "                        node (memory), nearest its GPU, read from sysfs (default cpu)\n"
+      "  -x VAR=val            set VAR in every rank's environment (repeatable)\n"
+      "  --tag-output          prefix every output line with [rank]\n"
+      "  -h, --help            this text\n"
+      "Each rank gets SPILLWAY_RUN_RANK, SPILLWAY_RUN_NRANKS, SPILLWAY_RUN_DEVICE, "
+      "SPILLWAY_RUN_DIR\n"
+      "and SPILLWAY_RUN_TOKEN; spillway's MPI programs (-C mpi) join through them. When a\n"
+      "rank fails, the others are stopped and spillway-run exits with its code.\n");
 }
 
 struct Options {
@@ -149,19 +146,11 @@ Placement placement_of(int gpu) {
   return p;
 }
 
-/// In the child, before exec: binds to the GPU's CPUs and, for `memory`, prefers its node.
+/// In the child, before exec: binds to the GPU's CPUs and, for `memory`, prefers its node
+/// (system calls only: async-signal-safe).
 void bind_child(const Placement& p, bool memory) {
-  if (!p.at.cpus.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int c : p.at.cpus) CPU_SET(c, &set);
-    (void)sched_setaffinity(0, sizeof set, &set);
-  }
-  if (memory && p.at.numa_node >= 0 && p.at.numa_node < 64) {
-    constexpr int mpol_preferred = 1;  // MPOL_PREFERRED (numaif.h), without libnuma
-    const unsigned long mask = 1UL << p.at.numa_node;
-    (void)syscall(SYS_set_mempolicy, mpol_preferred, &mask, 64UL);
-  }
+  (void)topology::bind_this_thread(p.at.cpus);
+  if (memory) (void)topology::prefer_node(p.at.numa_node);
 }
 
 std::string random_token() {

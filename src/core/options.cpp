@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 namespace spillway {
 
@@ -43,11 +44,14 @@ std::optional<std::string> env(const char* name) {
 
 /// min(16, the CPUs this process may use), only those near the GPU on a multi-node machine.
 std::size_t default_io_threads() {
-  std::size_t cpus = topology::allowed_cpus().size();
-  if (topology::numa_nodes().size() >= 2) {  // only then is CUDA asked where the GPU is
+  const std::vector<int> allowed = topology::allowed_cpus();
+  std::size_t cpus = allowed.size();
+  const auto nodes = topology::numa_nodes();
+  if (nodes.size() >= 2) {  // only then is CUDA asked where the GPU is
     try {
       if (cuda::is_available()) {
-        const std::size_t near = topology::cpus_near_gpu(cuda::current_device()).size();
+        const auto at = topology::gpu_placement(cuda::current_device());
+        const std::size_t near = topology::near_cpus(at, nodes, allowed).size();
         if (near > 0) cpus = near;
       }
     } catch (const std::exception&) {

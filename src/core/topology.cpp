@@ -145,14 +145,19 @@ bool bind_this_thread(std::span<const int> cpus) noexcept {
   return sched_setaffinity(0, sizeof set, &set) == 0;
 }
 
+bool prefer_node(int node) noexcept {
+  if (node < 0 || static_cast<unsigned long>(node) + 1 >= mask_bits) return false;
+  std::array<unsigned long, 16> mask{};
+  mask[static_cast<std::size_t>(node) / 64] = 1UL << (node % 64);
+  return syscall(SYS_set_mempolicy, mpol_preferred, mask.data(), mask_bits) == 0;
+}
+
 ScopedPreferredNode::ScopedPreferredNode(int node) noexcept {
-  if (node < 0 || static_cast<unsigned long>(node) + 1 >= mask_bits) return;
+  if (node < 0) return;
   if (syscall(SYS_get_mempolicy, &old_mode_, old_mask_.data(), mask_bits, nullptr, 0UL) != 0) {
     return;
   }
-  std::array<unsigned long, 16> mask{};
-  mask[static_cast<std::size_t>(node) / 64] = 1UL << (node % 64);
-  active_ = syscall(SYS_set_mempolicy, mpol_preferred, mask.data(), mask_bits) == 0;
+  active_ = prefer_node(node);
 }
 
 ScopedPreferredNode::~ScopedPreferredNode() {

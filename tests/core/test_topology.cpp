@@ -3,8 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sched.h>
-
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -25,17 +23,6 @@ void write(const fs::path& file, const std::string& text) {
 void make_nodes(const fs::path& sys, const std::vector<std::pair<std::string, std::string>>& n) {
   for (const auto& [name, cpus] : n)
     write(sys / "devices/system/node" / name / "cpulist", cpus + "\n");
-}
-
-std::vector<int> affinity_of_this_thread() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> out;
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) out.push_back(c);
-  }
-  return out;
 }
 
 }  // namespace
@@ -120,13 +107,13 @@ TEST(Topology, BindsTheCallingThreadOnly) {
   std::vector<int> inside;
   std::thread t([&] {
     ASSERT_TRUE(topology::bind_this_thread(std::vector<int>{cpu}));
-    inside = affinity_of_this_thread();
+    inside = topology::allowed_cpus();
   });
   t.join();
   EXPECT_EQ(inside, (std::vector<int>{cpu}));
-  EXPECT_EQ(affinity_of_this_thread(), allowed);  // this thread is untouched
-  EXPECT_TRUE(topology::bind_this_thread({}));    // empty: nothing to do
-  EXPECT_EQ(affinity_of_this_thread(), allowed);
+  EXPECT_EQ(topology::allowed_cpus(), allowed);  // this thread is untouched
+  EXPECT_TRUE(topology::bind_this_thread({}));   // empty: nothing to do
+  EXPECT_EQ(topology::allowed_cpus(), allowed);
 }
 
 TEST(Topology, PrefersANodeWhileInScope) {

@@ -54,9 +54,15 @@ std::vector<int> cpus_near_gpu(int device);
 /// The NUMA node of CUDA device `device` on a machine of several nodes; -1 otherwise.
 int numa_node_of_gpu(int device);
 
-/// Binds the calling thread to `cpus` (sched_setaffinity). Empty: leaves it as it is.
+/// Binds the calling thread to `cpus` (sched_setaffinity). Empty: leaves it as it is. Only a
+/// system call: safe in a child between fork and exec.
 /// @returns whether the binding took (false when the kernel refused it).
 bool bind_this_thread(std::span<const int> cpus) noexcept;
+
+/// From now on, the calling thread's new memory prefers NUMA node `node` (set_mempolicy
+/// MPOL_PREFERRED). Only system calls: safe in a child between fork and exec.
+/// @returns whether the policy took (false for node < 0 or when the kernel refused it).
+bool prefer_node(int node) noexcept;
 
 /// While alive, the calling thread's new memory prefers NUMA node `node` (set_mempolicy
 /// MPOL_PREFERRED); the previous policy comes back at destruction. A node < 0 does nothing.
