@@ -141,7 +141,7 @@ void args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_DeviceCopy)->Apply(args);
 BENCHMARK(BM_SplitAndPack)->Arg(2)->Arg(8)->Arg(64)->Apply(args);
-BENCHMARK(BM_PartitionAndPack)->Arg(2)->Arg(8)->Arg(64)->Arg(1024)->Arg(4096)->Apply(args);
+BENCHMARK(BM_PartitionAndPack)->Arg(2)->Arg(4)->Arg(8)->Arg(64)->Arg(1024)->Arg(4096)->Apply(args);
 BENCHMARK(BM_HashPartition)->Arg(8)->Arg(64)->Apply(args);
 
 }  // namespace

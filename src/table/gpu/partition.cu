@@ -57,6 +57,10 @@ constexpr unsigned place_blocks_per_sm = 3;
 /// Partitions up to which the count pass sums a warp's rows per partition (one warp sum and
 /// one atomic each) instead of grouping equal partitions with __match_any_sync.
 constexpr std::uint32_t few_partitions = 16;
+/// Partitions up to which the place pass ranks rows within warps (split_place_kernel) instead
+/// of sorting sub-tiles (place_kernel): 0.67 against 0.58 of the copy ceiling at 2 partitions,
+/// 0.50 against 0.52 at 4, and worse beyond (bench/NOTES.md).
+constexpr std::uint32_t split_partitions = 2;
 /// Partitions up to which the count pass keeps its counters in shared memory (16 KiB).
 constexpr std::size_t shared_count_partitions = 4096;
 
@@ -453,6 +457,110 @@ __global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
   }
 }
 
+/// Copies one fixed-width column's rows of a warp (see split_place_kernel): all loads first
+/// (coalesced, in flight together), then the stores to each row's place.
+template <typename T>
+__device__ __forceinline__ void split_column(const T* col, std::size_t first, std::size_t end,
+                                             const std::uint32_t (&p)[place_items],
+                                             const std::uint32_t (&at)[place_items],
+                                             const Dest* dest) {
+  T v[place_items];
+#pragma unroll
+  for (unsigned i = 0; i < place_items; ++i) {
+    if (first + i * 32 < end) v[i] = col[first + i * 32];
+  }
+#pragma unroll
+  for (unsigned i = 0; i < place_items; ++i) {
+    if (first + i * 32 < end) reinterpret_cast<T*>(dest[p[i]].data)[at[i]] = v[i];
+  }
+}
+
+/// Pass 3 for at most split_partitions partitions, without a sort: each warp takes
+/// 32 x place_items consecutive rows of a sub-tile, 32 at a time, and ranks each row among
+/// the warp's rows of its partition (__match_any_sync). A row's place in its partition is the
+/// tile's cursor, plus the rows of that partition in the warps before (per-warp counts,
+/// scanned in row order), plus that rank. The loads are coalesced and each warp's stores form
+/// one run per partition, which L2 merges with the next warp's; with more than two partitions
+/// the runs get too short (split_partitions). `cursors` are relative to the partition starts.
+template <typename PidT>
+__global__ void __launch_bounds__(block_threads)
+    split_place_kernel(const PidT* pid, Tiling tl, const std::uint32_t* cursors,
+                       const DeviceColumn* cols, std::uint32_t ncols, const Dest* dest) {
+  constexpr unsigned warps = block_threads / 32;
+  __shared__ std::uint32_t counts[warps][split_partitions];  // rows per warp, then its start
+  __shared__ std::uint32_t next[split_partitions];           // the tile's next place
+  const unsigned lane = threadIdx.x % 32;
+  const unsigned warp = threadIdx.x / 32;
+  const unsigned lower = (1U << lane) - 1U;  // the lanes before this one
+  const std::size_t t = blockIdx.x;
+  const std::size_t end = min(tl.rows, (t + 1) * tl.tile_rows);
+  if (threadIdx.x < tl.parts) next[threadIdx.x] = cursors[threadIdx.x * tl.tiles + t];
+  for (std::size_t sub = t * tl.tile_rows; sub < end; sub += sub_rows) {
+    const std::size_t first = sub + warp * (32 * place_items) + lane;  // this lane's first row
+    std::uint32_t p[place_items];
+    std::uint32_t at[place_items];
+#pragma unroll
+    for (unsigned i = 0; i < place_items; ++i) {
+      p[i] = first + i * 32 < end ? static_cast<std::uint32_t>(pid[first + i * 32]) : no_partition;
+    }
+    __syncthreads();  // the previous sub-tile's starts are read
+    if (lane < tl.parts) counts[warp][lane] = 0;
+    __syncwarp();
+#pragma unroll
+    for (unsigned i = 0; i < place_items; ++i) {
+      const unsigned peers = __match_any_sync(full_mask, p[i]);
+      const bool valid = p[i] != no_partition;
+      at[i] = valid ? counts[warp][p[i]] + __popc(peers & lower) : 0;
+      __syncwarp();
+      if (valid && (peers & lower) == 0) counts[warp][p[i]] += __popc(peers);
+      __syncwarp();
+    }
+    __syncthreads();
+    if (threadIdx.x < tl.parts) {  // each warp's start in the partition, in row order
+      std::uint32_t s = next[threadIdx.x];
+      for (unsigned w = 0; w < warps; ++w) {
+        const std::uint32_t n = counts[w][threadIdx.x];
+        counts[w][threadIdx.x] = s;
+        s += n;
+      }
+      next[threadIdx.x] = s;
+    }
+    __syncthreads();
+#pragma unroll
+    for (unsigned i = 0; i < place_items; ++i) {
+      if (p[i] != no_partition) at[i] += counts[warp][p[i]];
+    }
+    for (std::uint32_t c = 0; c < ncols; ++c) {
+      const DeviceColumn& col = cols[c];
+      const Dest* d = dest + std::size_t{c} * tl.parts;
+      switch (col.width) {
+        case 0:  // STRING: string_kernel copies the rest
+          break;
+        case 1:
+          split_column(reinterpret_cast<const std::uint8_t*>(col.data), first, end, p, at, d);
+          break;
+        case 2:
+          split_column(reinterpret_cast<const std::uint16_t*>(col.data), first, end, p, at, d);
+          break;
+        case 4:
+          split_column(reinterpret_cast<const std::uint32_t*>(col.data), first, end, p, at, d);
+          break;
+        default:
+          split_column(reinterpret_cast<const std::uint64_t*>(col.data), first, end, p, at, d);
+          break;
+      }
+      if (col.mask == nullptr) continue;
+#pragma unroll
+      for (unsigned i = 0; i < place_items; ++i) {
+        if (p[i] == no_partition || !detail::is_valid(col, first + i * 32)) continue;
+        const Dest& dp = d[p[i]];
+        const std::uint64_t bit = dp.mask_bit + at[i];
+        atomicOr(dp.mask + bit / 32, 1U << (bit % 32));
+      }
+    }
+  }
+}
+
 /// lengths[pos[row]] = length of row's string; lengths[rows] = 0.
 __global__ void lengths_kernel(DeviceColumn col, std::size_t rows, const std::uint32_t* pos,
                                std::uint64_t* lengths) {
@@ -615,9 +723,16 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
   relative_kernel<<<detail::blocks_for(parts * tl.tiles, block_threads), block_threads, 0,
                     raw(stream)>>>(as<std::uint32_t>(*hist), tl, as<const std::uint32_t>(*starts));
   check_launch();
-  place_kernel<PidT, false><<<blocks, block_threads, 0, raw(stream)>>>(
-      as<const PidT>(*pid), tl, as<std::uint32_t>(*hist), nullptr, as<const DeviceColumn>(*d_cols),
-      static_cast<std::uint32_t>(ncols), as<const Dest>(*d_dest));
+  if (tl.parts <= split_partitions) {
+    split_place_kernel<PidT><<<blocks, block_threads, 0, raw(stream)>>>(
+        as<const PidT>(*pid), tl, as<const std::uint32_t>(*hist), as<const DeviceColumn>(*d_cols),
+        static_cast<std::uint32_t>(ncols), as<const Dest>(*d_dest));
+  } else {
+    place_kernel<PidT, false><<<blocks, block_threads, 0, raw(stream)>>>(
+        as<const PidT>(*pid), tl, as<std::uint32_t>(*hist), nullptr,
+        as<const DeviceColumn>(*d_cols), static_cast<std::uint32_t>(ncols),
+        as<const Dest>(*d_dest));
+  }
   check_launch();
   for (std::size_t c = 0; c < ncols; ++c) {
     if (table.columns[c].type != TypeId::STRING) continue;
