@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "timeline.hpp"
 
 using namespace spillway;
 using Clock = std::chrono::steady_clock;
@@ -74,6 +75,7 @@ struct Options {
   long long disk_limit_mib{-1};
   bool cpu{false};
   bool overlap{false};
+  bool timeline{false};
   std::string json;
 };
 
@@ -102,6 +104,7 @@ struct Options {
       "  --cpu           the CPU path (host memory) even where a GPU exists\n"
       "  --overlap       with -g: pack and send the other ranks' partitions first, one by one,\n"
       "                  overlapping their transfer with packing the rest (more memory)\n"
+      "  --timeline      print when each step of the last run ended, per rank\n"
       "  --json FILE     all figures, statistics and the profile as JSON (rank 0 writes)\n"
       "  -h              this help\n");
 }
@@ -116,7 +119,7 @@ Options parse(int argc, char** argv) {
       {"-L", &Options::no_pinned},     {"-g", &Options::pre_partitioned},
       {"-s", &Options::discard},       {"-b", &Options::no_overbooking},
       {"-x", &Options::profile},       {"--cpu", &Options::cpu},
-      {"--overlap", &Options::overlap}};
+      {"--overlap", &Options::overlap}, {"--timeline", &Options::timeline}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (const auto sw = switches.find(a); sw != switches.end()) {
@@ -284,7 +287,9 @@ class Bench {
     for (int i = 0; i < o_.warmups + o_.runs; ++i) {
       const bool last = i + 1 == o_.warmups + o_.runs;
       if (last) br_.statistics().clear();  // the statistics are of the last run
-      const RunResult mine = run(static_cast<OpID>(i % 0xFF00), total);
+      tools::Timeline timeline(o_.timeline && last, gpu_, br_.stream());
+      const RunResult mine = run(static_cast<OpID>(i % 0xFF00), total, timeline);
+      if (o_.timeline && last) print_timeline(timeline);
       std::vector<RunResult> all;
       for (const auto& b : coll_.allgather(mine.encode()))
         all.push_back(RunResult::decode(b, total));
@@ -399,7 +404,16 @@ class Bench {
     for (std::size_t p = 0; p < total; ++p) fn(static_cast<PartID>(p), std::move(chunks[p]));
   }
 
-  RunResult run(OpID op, std::size_t total) {
+  /// Every rank's --timeline of the run, printed by rank 0.
+  void print_timeline(const tools::Timeline& timeline) {
+    const std::string mine = timeline.report(comm_.rank());
+    const auto all = coll_.allgather(std::vector<std::uint8_t>(mine.begin(), mine.end()));
+    if (comm_.rank() != 0) return;
+    std::cout << "Timeline of the last run (ms from its start):\n";
+    for (const auto& r : all) std::cout << std::string(r.begin(), r.end());
+  }
+
+  RunResult run(OpID op, std::size_t total, tools::Timeline& timeline) {
     RunResult r;
     r.in.resize(total);
     r.out.resize(total);
@@ -439,6 +453,7 @@ class Bench {
     br_.reset_peak(MemoryType::HOST);
     if (gpu_) br_.reset_peak(MemoryType::DEVICE);
     const auto t0 = Clock::now();
+    timeline.start();
     {
       Shuffler shuffler(comm_, op, static_cast<PartID>(total), br_, partition_owner::round_robin);
       for (std::size_t i = 0; i < o_.in_parts; ++i) {
@@ -451,6 +466,7 @@ class Bench {
           input = make_input(i);
           br_.stream().synchronize();
           r.excluded += since(t);
+          timeline.host("input " + std::to_string(i) + " made (time excluded)");
         }
         // With --overlap each chunk goes in as soon as it is packed; otherwise all of them
         // after the input is freed (so its memory is back before incoming chunks take some).
@@ -464,17 +480,22 @@ class Bench {
             batch.emplace(pid, std::move(chunk));
           }
         });
+        timeline.gpu("input " + std::to_string(i) + " packed");
         input = Table{};  // consumed: RapidsMPF's bench releases each input after packing
         if (!batch.empty()) shuffler.insert(std::move(batch));
+        timeline.host("input " + std::to_string(i) + " inserted");
       }
       shuffler.insert_finished();
       while (!shuffler.finished()) {
         const PartID pid = shuffler.wait_any(comm_.timeout());
+        timeline.host("partition " + std::to_string(pid) + " complete");
         auto parts = shuffler.extract(pid);
         Table out = gpu_ ? gpu::unpack_and_concat(std::move(parts), br_, br_.stream())
                          : unpack_and_concat(std::move(parts), br_);
+        timeline.gpu("partition " + std::to_string(pid) + " concatenated");
         if (gpu_) {
           gpu::add_checksum(out.view(), *sums, pid, br_, br_.stream());
+          timeline.gpu("partition " + std::to_string(pid) + " summed");
         } else if (unlimited) {  // summed after the timed part
           to_check.emplace_back(pid, std::move(out));
           continue;
@@ -485,9 +506,12 @@ class Bench {
         }
         if (!o_.discard) kept.push_back(std::move(out));
       }
+      timeline.host("all partitions extracted");
     }
+    timeline.host("shuffler closed");
     br_.stream().synchronize();
     r.seconds = since(t0) - r.excluded;
+    timeline.host("done");
     for (auto& [pid, out] : to_check) r.out[pid] += checksum_of(out.view());
     r.peak_device = gpu_ ? br_.peak(MemoryType::DEVICE) : 0;
     r.peak_host = br_.peak(MemoryType::HOST);

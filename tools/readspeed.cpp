@@ -183,6 +183,37 @@ Result measure(const Options& o, std::size_t threads, std::size_t task_size,
   return runs[runs.size() / 2];
 }
 
+/// The host copy ceiling for `threads` threads: `dst` filled from `src` (repeated) by memcpy
+/// in pieces of `task_size` on the same kind of pool as the reads, `o.runs` times; the median
+/// GB/s. Reads out of the page cache are copies too, so this is what they can reach.
+double memcpy_gbps(const Options& o, std::size_t threads, std::size_t task_size,
+                   std::span<const std::byte> src, std::span<std::byte> dst) {
+  std::unique_ptr<io::ThreadPool> pool;
+  if (threads > 1) pool = std::make_unique<io::ThreadPool>(threads - 1, o.cpus);
+  const std::size_t pieces = (dst.size() + task_size - 1) / task_size;
+  auto copy = [&](std::size_t i) {
+    const std::size_t at = i * task_size;
+    const std::size_t n = std::min(task_size, dst.size() - at);
+    const std::size_t from = at % src.size();
+    const std::size_t first = std::min(n, src.size() - from);  // src wraps around
+    std::memcpy(dst.data() + at, src.data() + from, first);
+    if (first < n) std::memcpy(dst.data() + at + first, src.data(), n - first);
+  };
+  std::vector<double> gbps;
+  for (int r = 0; r < o.runs; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (pool) {
+      pool->parallel_for(pieces, copy);
+    } else {
+      for (std::size_t i = 0; i < pieces; ++i) copy(i);
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    gbps.push_back(static_cast<double>(dst.size()) / s / 1e9);
+  }
+  std::sort(gbps.begin(), gbps.end());
+  return gbps[gbps.size() / 2];
+}
+
 /// The pinned host-to-device copy ceiling: 1 GiB (or less) copied 5 times, the median.
 double h2d_ceiling(std::size_t total) {
   const std::size_t n = std::min<std::size_t>(total, GiB);
@@ -281,27 +312,38 @@ int main(int argc, char** argv) {
       tune(o, sizes, dst);
       return 0;
     }
+    // Host: each thread count's memcpy of the same bytes (from a 1 GiB source, touched).
+    std::vector<std::byte> src;
+    if (!o.device) src.assign(std::min<std::size_t>(total, GiB), std::byte{1});
     std::cout << std::setw(8) << "threads" << std::setw(11) << "GB/s" << std::setw(10) << "real s"
               << std::setw(10) << "CPU s" << std::setw(10) << "CPU eff" << std::setw(10)
-              << "speed-up" << std::setw(10) << "Amdahl" << (o.device ? "  of H2D" : "")
-              << "  path\n";
+              << "speed-up" << std::setw(10) << "Amdahl"
+              << (o.device ? "  of H2D" : "    memcpy  speed-up  of memcpy") << "  path\n";
     double base = 0;
+    double memcpy_base = 0;
     for (std::size_t t : o.threads) {
       const Result m = measure(o, t, o.task_size, sizes, dst);
       if (base == 0) base = m.gbps;
-      const double speedup = m.gbps / base;
+      const double speedup = base > 0 ? m.gbps / base : 0;  // 0: empty files
       const double n = double(t) / double(o.threads.front());
       std::cout << std::setw(8) << t << std::fixed << std::setprecision(2) << std::setw(11)
                 << m.gbps << std::setprecision(3) << std::setw(10) << m.real << std::setw(10)
                 << m.cpu << std::setprecision(2) << std::setw(10) << (m.cpu / double(t)) / m.real
                 << std::setw(10) << speedup;
-      if (n > 1) {
+      if (n > 1 && speedup > 0) {
         std::cout << std::setw(9) << std::setprecision(1) << 100 * (1 - 1 / speedup) / (1 - 1 / n)
                   << "%";
       } else {
         std::cout << std::setw(10) << "-";
       }
-      if (o.device) std::cout << std::setw(8) << std::setprecision(2) << m.gbps / ceiling;
+      if (o.device) {
+        std::cout << std::setw(8) << std::setprecision(2) << m.gbps / ceiling;
+      } else if (!src.empty()) {
+        const double copy = memcpy_gbps(o, t, o.task_size, src, dst);
+        if (memcpy_base == 0) memcpy_base = copy;
+        std::cout << std::setw(10) << std::setprecision(2) << copy << std::setw(10)
+                  << copy / memcpy_base << std::setw(11) << m.gbps / copy;
+      }
       std::cout << "  " << m.path << "\n";
     }
   } catch (const std::exception& e) {
