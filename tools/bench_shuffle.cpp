@@ -116,9 +116,9 @@ Options parse(int argc, char** argv) {
     return cli::number(argc, argv, i, min, max, usage);
   };
   const std::map<std::string, bool Options::*> switches{
-      {"-L", &Options::no_pinned},     {"-g", &Options::pre_partitioned},
-      {"-s", &Options::discard},       {"-b", &Options::no_overbooking},
-      {"-x", &Options::profile},       {"--cpu", &Options::cpu},
+      {"-L", &Options::no_pinned},      {"-g", &Options::pre_partitioned},
+      {"-s", &Options::discard},        {"-b", &Options::no_overbooking},
+      {"-x", &Options::profile},        {"--cpu", &Options::cpu},
       {"--overlap", &Options::overlap}, {"--timeline", &Options::timeline}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -308,8 +308,8 @@ TEST_F(GpuTable, ChecksumOfFixedWidthColumnsEqualsTheCpu) {
     return v;
   };
   for (const double nulls : {0.0, 0.3}) {
-    for (const std::size_t rows : {std::size_t{1}, std::size_t{8}, std::size_t{9},
-                                   std::size_t{77777}}) {
+    for (const std::size_t rows :
+         {std::size_t{1}, std::size_t{8}, std::size_t{9}, std::size_t{77777}}) {
       const Table h = host_table(rows, nulls, rows + 5);
       const Table d = on_device(h);
       const TableView hv = fixed_only(h.view());

@@ -73,8 +73,8 @@ constexpr std::uint32_t max_fixed_columns = 64;
 /// Adds column k's terms of rows [first, first + sum_rows) to `terms`: sum_rows x sizeof(T)
 /// bytes in 16-byte loads (8-byte for 1-byte values); the column data is 16-byte aligned.
 template <typename T>
-__device__ __forceinline__ void add_terms(const DeviceColumn& c, std::uint32_t k,
-                                          std::size_t first, std::uint64_t (&terms)[sum_rows]) {
+__device__ __forceinline__ void add_terms(const DeviceColumn& c, std::uint32_t k, std::size_t first,
+                                          std::uint64_t (&terms)[sum_rows]) {
   alignas(16) T v[sum_rows];
   if constexpr (sizeof(T) == 1) {
     *reinterpret_cast<uint2*>(v) = reinterpret_cast<const uint2*>(c.data)[first / sum_rows];
