@@ -107,6 +107,7 @@ struct Shuffler::Impl {
   std::vector<std::map<PartID, std::uint64_t>> sent;  // per destination rank
   std::set<PartID> handed_out;
   std::set<PartID> extracted;
+  bool joined{false};  // insert() or insert_finished() was called: receives may be posted
   bool inserts_done{false};
   bool progress_done{false};  // every chunk sent and every local partition complete
   std::exception_ptr error;
@@ -179,6 +180,10 @@ void Shuffler::Impl::post_receives() {
                                ", which rank " + std::to_string(owner_of[h.pid]) + " owns");
     }
     deferred.push_back({msg->source, std::move(h)});
+  }
+  {
+    std::lock_guard lock(mutex);
+    if (!joined) return;  // the input this rank is still making has its memory first
   }
   // In arrival order, so that each peer's payloads are received in the order it sent them.
   while (!deferred.empty()) {
@@ -316,6 +321,7 @@ void Shuffler::insert(std::unordered_map<PartID, PackedData>&& chunks) {
   }
   std::lock_guard lock(s.mutex);
   SPILLWAY_EXPECTS(!s.inserts_done, "insert after insert_finished()");
+  s.joined = true;
   for (auto& [pid, data] : chunks) {
     const Rank dst = s.owner_of[pid];
     ++s.sent[static_cast<std::size_t>(dst)][pid];
@@ -340,6 +346,7 @@ void Shuffler::insert_finished() {
     std::lock_guard lock(s.mutex);
     SPILLWAY_EXPECTS(!s.inserts_done, "insert_finished() called twice");
     s.inserts_done = true;
+    s.joined = true;
     for (PartID pid = 0; pid < s.total; ++pid) {
       const auto r = static_cast<std::size_t>(s.owner_of[pid]);
       const auto it = s.sent[r].find(pid);

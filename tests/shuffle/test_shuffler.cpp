@@ -114,6 +114,45 @@ TEST(Shuffler, MisuseIsAClearError) {
   EXPECT_THROW(Shuffler(*comms[0], 2, 0, br), logic_error);
 }
 
+// A rank takes no incoming chunk before it joins the shuffle (its first insert or
+// insert_finished): its memory is the input's until then. Rank 1 sends everything at once;
+// rank 0 holds nothing of it while it has not joined, and all of it after.
+TEST(Shuffler, IncomingChunksWaitUntilTheRankJoins) {
+  test::TempDir dir;
+  auto comms = LocalCommunicator::create(2);
+  BufferResource br0(test::host_config(dir.path()));
+  BufferResource br1(test::host_config(dir.path()));
+  const Table table = random_int32_table(50000, 3, 0, 1000, 3, br1);
+  const TableChecksum sent = checksum(table.view());
+  std::size_t payload = 0;
+  std::thread peer([&] {
+    try {
+      Shuffler s(*comms[1], 1, 2, br1);  // partition 0 is rank 0's
+      std::unordered_map<PartID, PackedData> chunks;
+      chunks.emplace(0, pack(table.view(), br1));
+      payload = chunks.at(0).payload->size();
+      s.insert(std::move(chunks));
+      s.insert_finished();
+      EXPECT_TRUE(s.extract(s.wait_any(std::chrono::seconds(10))).empty());
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "rank 1: " << e.what();
+    }
+  });
+  {
+    Shuffler s(*comms[0], 1, 2, br0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1 has sent by now
+    EXPECT_EQ(br0.used(MemoryType::HOST), 0U) << "a chunk was received before rank 0 joined";
+    s.insert_finished();
+    const PartID pid = s.wait_any(std::chrono::seconds(10));
+    EXPECT_EQ(pid, 0U);
+    auto chunks = s.extract(pid);
+    ASSERT_EQ(chunks.size(), 1U);
+    EXPECT_EQ(chunks[0].payload->size(), payload);
+    EXPECT_EQ(checksum(unpack(std::move(chunks[0])).view()), sent);
+  }
+  peer.join();
+}
+
 TEST(Shuffler, APeerThatNeverFinishesTimesOut) {
   test::TempDir dir;
   BufferResource br(test::host_config(dir.path()));

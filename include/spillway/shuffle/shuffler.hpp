@@ -6,7 +6,9 @@
 /// calls insert_finished(). Chunks of partitions owned by other ranks are sent from the
 /// communicator's progress thread (a small metadata message, then the payload); the receiver
 /// reserves the payload where there is room (DEVICE, else PINNED_HOST, else HOST: data lands
-/// on the host instead of evicting the GPU) and posts the receive. Finish messages carry how
+/// on the host instead of evicting the GPU) and posts the receive, once this rank has joined
+/// the shuffle (its first insert() or insert_finished()): until then its memory belongs to
+/// the work that makes its input, and peers' chunks wait where they are. Finish messages carry how
 /// many chunks each rank sent for each partition, so a rank knows when a partition is
 /// complete. Chunks waiting to be sent and chunks received but not yet extracted are
 /// spillable (SpillableStore). Several shuffles with different op ids can share a
