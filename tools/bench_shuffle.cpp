@@ -287,9 +287,10 @@ class Bench {
     for (int i = 0; i < o_.warmups + o_.runs; ++i) {
       const bool last = i + 1 == o_.warmups + o_.runs;
       if (last) br_.statistics().clear();  // the statistics are of the last run
-      tools::Timeline timeline(o_.timeline && last, gpu_, br_.stream());
+      const bool steps = o_.timeline && last;
+      tools::Timeline timeline(steps, gpu_, br_.stream());
       const RunResult mine = run(static_cast<OpID>(i % 0xFF00), total, timeline);
-      if (o_.timeline && last) print_timeline(timeline);
+      if (steps) print_timeline(timeline);
       std::vector<RunResult> all;
       for (const auto& b : coll_.allgather(mine.encode()))
         all.push_back(RunResult::decode(b, total));

@@ -139,6 +139,12 @@ std::string describe(const std::vector<int>& cpus) {
          std::to_string(cpus.front()) + ")";
 }
 
+/// The pool that, with the calling thread taking part, makes `threads` threads (none for 1).
+std::unique_ptr<io::ThreadPool> pool_of(const Options& o, std::size_t threads) {
+  if (threads <= 1) return nullptr;
+  return std::make_unique<io::ThreadPool>(threads - 1, o.cpus);
+}
+
 struct Result {
   double real{0}, cpu{0}, gbps{0};
   std::string path;
@@ -148,8 +154,7 @@ struct Result {
 /// the run of median time.
 Result measure(const Options& o, std::size_t threads, std::size_t task_size,
                const std::vector<std::size_t>& sizes, std::span<std::byte> dst) {
-  std::unique_ptr<io::ThreadPool> pool;  // the caller takes part: `threads` threads in all
-  if (threads > 1) pool = std::make_unique<io::ThreadPool>(threads - 1, o.cpus);
+  const auto pool = pool_of(o, threads);
   std::vector<Result> runs;
   for (int r = 0; r < o.runs; ++r) {
     if (o.cold) {
@@ -188,8 +193,7 @@ Result measure(const Options& o, std::size_t threads, std::size_t task_size,
 /// GB/s. Reads out of the page cache are copies too, so this is what they can reach.
 double memcpy_gbps(const Options& o, std::size_t threads, std::size_t task_size,
                    std::span<const std::byte> src, std::span<std::byte> dst) {
-  std::unique_ptr<io::ThreadPool> pool;
-  if (threads > 1) pool = std::make_unique<io::ThreadPool>(threads - 1, o.cpus);
+  const auto pool = pool_of(o, threads);
   const std::size_t pieces = (dst.size() + task_size - 1) / task_size;
   auto copy = [&](std::size_t i) {
     const std::size_t at = i * task_size;

@@ -28,43 +28,47 @@ std::string reopen_path(const FileHandle& file) {
   return "/proc/self/fd/" + std::to_string(file.fd());
 }
 
-void check(const ReadOptions& options, const char* what) {
+/// pread's and pwrite's common body: `device(path)` for device memory, with the file reopened
+/// by path, on the pool with the caller's GPU current; `host()` for host memory on the pool (the
+/// task takes part in its own parallel_for, so it never waits on a busy pool). The future gives
+/// `bytes`.
+template <typename Device, typename Host>
+std::future<std::size_t> transfer(const char* what, const FileHandle& file, const void* ptr,
+                                  std::size_t bytes, ThreadPool& pool, const ReadOptions& options,
+                                  Device device, Host host) {
   SPILLWAY_EXPECTS(options.task_size > 0, std::string(what) + ": the task size must be positive");
+  if (bytes > 0 && cuda::is_device_pointer(ptr)) {
+    return detail::submit_on_callers_gpu(pool, [path = reopen_path(file), bytes, device] {
+      device(path);
+      return bytes;
+    });
+  }
+  return pool.submit([bytes, host] {
+    if (bytes > 0) host();
+    return bytes;
+  });
 }
 
 }  // namespace
 
 std::future<std::size_t> pread(const FileHandle& file, void* dst, std::size_t bytes,
                                std::uint64_t offset, ThreadPool& pool, ReadOptions options) {
-  check(options, "io::pread");
-  if (bytes > 0 && cuda::is_device_pointer(dst)) {
-    return detail::submit_on_callers_gpu(
-        pool, [path = reopen_path(file), dst, bytes, offset, &pool, options] {
-          (void)read_file_to_device(path, dst, bytes, offset, &pool, options);
-          return bytes;
-        });
-  }
-  // The task takes part in its own parallel_for, so it never waits on a busy pool.
-  return pool.submit([&file, dst, bytes, offset, &pool, options] {
-    if (bytes > 0) file.pread(dst, bytes, offset, pool, options.task_size);
-    return bytes;
-  });
+  return transfer(
+      "io::pread", file, dst, bytes, pool, options,
+      [=, &pool](const std::string& path) {
+        (void)read_file_to_device(path, dst, bytes, offset, &pool, options);
+      },
+      [=, &file, &pool] { file.pread(dst, bytes, offset, pool, options.task_size); });
 }
 
 std::future<std::size_t> pwrite(const FileHandle& file, const void* src, std::size_t bytes,
                                 std::uint64_t offset, ThreadPool& pool, ReadOptions options) {
-  check(options, "io::pwrite");
-  if (bytes > 0 && cuda::is_device_pointer(src)) {
-    return detail::submit_on_callers_gpu(
-        pool, [path = reopen_path(file), src, bytes, offset, &pool, options] {
-          (void)write_file_from_device(path, src, bytes, offset, &pool, options);
-          return bytes;
-        });
-  }
-  return pool.submit([&file, src, bytes, offset, &pool, options] {
-    if (bytes > 0) file.pwrite(src, bytes, offset, pool, options.task_size);
-    return bytes;
-  });
+  return transfer(
+      "io::pwrite", file, src, bytes, pool, options,
+      [=, &pool](const std::string& path) {
+        (void)write_file_from_device(path, src, bytes, offset, &pool, options);
+      },
+      [=, &file, &pool] { file.pwrite(src, bytes, offset, pool, options.task_size); });
 }
 
 }  // namespace spillway::io

@@ -29,21 +29,9 @@ __device__ std::uint64_t row_value(const DeviceColumn* cols, std::uint32_t ncols
       terms += spillway::detail::string_term(c.data + a,
                                              static_cast<std::size_t>(c.offsets[row + 1] - a), k);
     } else {
-      std::uint64_t bits = 0;
-      switch (c.width) {
-        case 1:
-          bits = reinterpret_cast<const std::uint8_t*>(c.data)[row];
-          break;
-        case 2:
-          bits = reinterpret_cast<const std::uint16_t*>(c.data)[row];
-          break;
-        case 4:
-          bits = reinterpret_cast<const std::uint32_t*>(c.data)[row];
-          break;
-        default:
-          bits = reinterpret_cast<const std::uint64_t*>(c.data)[row];
-          break;
-      }
+      const std::uint64_t bits = detail::with_width(c.width, [&]<typename T>() -> std::uint64_t {
+        return reinterpret_cast<const T*>(c.data)[row];
+      });
       terms += spillway::detail::fixed_term(bits, k);
     }
   }
@@ -113,20 +101,7 @@ __global__ void checksum_fixed_kernel(const DeviceColumn* cols, std::uint32_t nc
     }
     std::uint64_t terms[sum_rows] = {};
     for (std::uint32_t k = 0; k < ncols; ++k) {
-      switch (sc[k].width) {
-        case 1:
-          add_terms<std::uint8_t>(sc[k], k, first, terms);
-          break;
-        case 2:
-          add_terms<std::uint16_t>(sc[k], k, first, terms);
-          break;
-        case 4:
-          add_terms<std::uint32_t>(sc[k], k, first, terms);
-          break;
-        default:
-          add_terms<std::uint64_t>(sc[k], k, first, terms);
-          break;
-      }
+      detail::with_width(sc[k].width, [&]<typename T>() { add_terms<T>(sc[k], k, first, terms); });
     }
 #pragma unroll
     for (unsigned i = 0; i < sum_rows; ++i) s += spillway::detail::row_value(terms[i]);

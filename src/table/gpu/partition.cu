@@ -286,15 +286,20 @@ __device__ void place_staged(const Placement& pl, const std::byte* stage, std::u
   }
 }
 
+/// Sets the validity bit of the row at place `at` of partition destination `d`.
+__device__ inline void set_valid(const Dest& d, std::uint32_t at) {
+  const std::uint64_t bit = d.mask_bit + at;
+  atomicOr(d.mask + bit / 32, 1U << (bit % 32));
+}
+
 /// Sets the validity bits of a nullable column's rows of the sub-tile in their partitions.
 __device__ void place_mask(const Placement& pl, const DeviceColumn& col, std::size_t sub,
                            std::uint32_t n, const Dest* dest) {
   if (col.mask == nullptr) return;
   for (unsigned i = 0; i < place_items; ++i) {
-    if (threadIdx.x + i * block_threads >= n || !detail::is_valid(col, sub + pl.src[i])) continue;
-    const Dest& dp = dest[pl.pid[i]];
-    const std::uint64_t bit = dp.mask_bit + pl.at[i];
-    atomicOr(dp.mask + bit / 32, 1U << (bit % 32));
+    if (threadIdx.x + i * block_threads < n && detail::is_valid(col, sub + pl.src[i])) {
+      set_valid(dest[pl.pid[i]], pl.at[i]);
+    }
   }
 }
 
@@ -324,20 +329,9 @@ __device__ __forceinline__ void stage_group(std::byte* stage, const DeviceColumn
   for (; c < e; ++c) {
     const std::size_t w = cols[c].width;
     const std::byte* col = cols[c].data + sub * w;
-    switch (w) {
-      case 1:
-        stage_column(stage, reinterpret_cast<const std::uint8_t*>(col), n);
-        break;
-      case 2:
-        stage_column(stage, reinterpret_cast<const std::uint16_t*>(col), n);
-        break;
-      case 4:
-        stage_column(stage, reinterpret_cast<const std::uint32_t*>(col), n);
-        break;
-      default:
-        stage_column(stage, reinterpret_cast<const std::uint64_t*>(col), n);
-        break;
-    }
+    detail::with_width(cols[c].width, [&]<typename T>() {
+      stage_column(stage, reinterpret_cast<const T*>(col), n);
+    });
     stage += w * sub_rows;
   }
 }
@@ -349,20 +343,7 @@ __device__ __forceinline__ void place_group(const Placement& pl, const std::byte
                                             const Dest* dest, std::uint32_t parts) {
   for (; c < e; ++c) {
     const Dest* d = dest + std::size_t{c} * parts;
-    switch (cols[c].width) {
-      case 1:
-        place_staged<std::uint8_t>(pl, stage, n, d);
-        break;
-      case 2:
-        place_staged<std::uint16_t>(pl, stage, n, d);
-        break;
-      case 4:
-        place_staged<std::uint32_t>(pl, stage, n, d);
-        break;
-      default:
-        place_staged<std::uint64_t>(pl, stage, n, d);
-        break;
-    }
+    detail::with_width(cols[c].width, [&]<typename T>() { place_staged<T>(pl, stage, n, d); });
     place_mask(pl, cols[c], sub, n, d);
     stage += std::size_t{cols[c].width} * sub_rows;
   }
@@ -533,29 +514,16 @@ __global__ void __launch_bounds__(block_threads)
     for (std::uint32_t c = 0; c < ncols; ++c) {
       const DeviceColumn& col = cols[c];
       const Dest* d = dest + std::size_t{c} * tl.parts;
-      switch (col.width) {
-        case 0:  // STRING: string_kernel copies the rest
-          break;
-        case 1:
-          split_column(reinterpret_cast<const std::uint8_t*>(col.data), first, end, p, at, d);
-          break;
-        case 2:
-          split_column(reinterpret_cast<const std::uint16_t*>(col.data), first, end, p, at, d);
-          break;
-        case 4:
-          split_column(reinterpret_cast<const std::uint32_t*>(col.data), first, end, p, at, d);
-          break;
-        default:
-          split_column(reinterpret_cast<const std::uint64_t*>(col.data), first, end, p, at, d);
-          break;
+      if (col.width != 0) {  // STRING: string_kernel copies the rest
+        detail::with_width(col.width, [&]<typename T>() {
+          split_column(reinterpret_cast<const T*>(col.data), first, end, p, at, d);
+        });
       }
       if (col.mask == nullptr) continue;
 #pragma unroll
       for (unsigned i = 0; i < place_items; ++i) {
-        if (p[i] == no_partition || !detail::is_valid(col, first + i * 32)) continue;
-        const Dest& dp = d[p[i]];
-        const std::uint64_t bit = dp.mask_bit + at[i];
-        atomicOr(dp.mask + bit / 32, 1U << (bit % 32));
+        if (p[i] != no_partition && detail::is_valid(col, first + i * 32))
+          set_valid(d[p[i]], at[i]);
       }
     }
   }
