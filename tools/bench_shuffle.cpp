@@ -75,6 +75,7 @@ struct Options {
   long long disk_limit_mib{-1};
   bool cpu{false};
   bool overlap{false};
+  bool no_direct{false};
   bool timeline{false};
   std::string json;
 };
@@ -104,6 +105,8 @@ struct Options {
       "  --cpu           the CPU path (host memory) even where a GPU exists\n"
       "  --overlap       with -g: pack and send the other ranks' partitions first, one by one,\n"
       "                  overlapping their transfer with packing the rest (more memory)\n"
+      "  --no-direct     with -p 1: insert the packed chunks, then insert_finished(), rather\n"
+      "                  than direct chunks (Shuffler::insert_finished with the data)\n"
       "  --timeline      print when each step of the last run ended, per rank\n"
       "  --json FILE     all figures, statistics and the profile as JSON (rank 0 writes)\n"
       "  -h              this help\n");
@@ -116,10 +119,11 @@ Options parse(int argc, char** argv) {
     return cli::number(argc, argv, i, min, max, usage);
   };
   const std::map<std::string, bool Options::*> switches{
-      {"-L", &Options::no_pinned},      {"-g", &Options::pre_partitioned},
-      {"-s", &Options::discard},        {"-b", &Options::no_overbooking},
-      {"-x", &Options::profile},        {"--cpu", &Options::cpu},
-      {"--overlap", &Options::overlap}, {"--timeline", &Options::timeline}};
+      {"-L", &Options::no_pinned},         {"-g", &Options::pre_partitioned},
+      {"-s", &Options::discard},           {"-b", &Options::no_overbooking},
+      {"-x", &Options::profile},           {"--cpu", &Options::cpu},
+      {"--overlap", &Options::overlap},    {"--timeline", &Options::timeline},
+      {"--no-direct", &Options::no_direct}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (const auto sw = switches.find(a); sw != switches.end()) {
@@ -405,6 +409,11 @@ class Bench {
     for (std::size_t p = 0; p < total; ++p) fn(static_cast<PartID>(p), std::move(chunks[p]));
   }
 
+  /// Whether the whole input goes in as direct chunks (Shuffler::insert_finished with the
+  /// data): straight from the input table with -g, else the packed partitions. Only with one
+  /// input table per rank, which is then this rank's whole input.
+  [[nodiscard]] bool direct() const { return o_.in_parts == 1 && !o_.overlap && !o_.no_direct; }
+
   /// Every rank's --timeline of the run, printed by rank 0.
   void print_timeline(const tools::Timeline& timeline) {
     const std::string mine = timeline.report(comm_.rank());
@@ -469,6 +478,13 @@ class Bench {
           r.excluded += since(t);
           timeline.host("input " + std::to_string(i) + " made (time excluded)");
         }
+        if (direct() && o_.pre_partitioned) {  // straight from the input, held until sent
+          std::vector<std::size_t> offsets;
+          for (std::size_t p = 0; p <= total; ++p) offsets.push_back(input.num_rows() * p / total);
+          shuffler.insert_finished(std::make_shared<const Table>(std::move(input)), offsets);
+          timeline.host("input " + std::to_string(i) + " inserted");
+          continue;
+        }
         // With --overlap each chunk goes in as soon as it is packed; otherwise all of them
         // after the input is freed (so its memory is back before incoming chunks take some).
         std::unordered_map<PartID, PackedData> batch;
@@ -483,10 +499,14 @@ class Bench {
         });
         timeline.gpu("input " + std::to_string(i) + " packed");
         input = Table{};  // consumed: RapidsMPF's bench releases each input after packing
-        if (!batch.empty()) shuffler.insert(std::move(batch));
+        if (direct()) {
+          shuffler.insert_finished(std::move(batch));
+        } else if (!batch.empty()) {
+          shuffler.insert(std::move(batch));
+        }
         timeline.host("input " + std::to_string(i) + " inserted");
       }
-      shuffler.insert_finished();
+      if (!direct()) shuffler.insert_finished();
       while (!shuffler.finished()) {
         const PartID pid = shuffler.wait_any(comm_.timeout());
         timeline.host("partition " + std::to_string(pid) + " complete");
@@ -547,7 +567,8 @@ class Bench {
               << (gpu_ ? "GPU" : "CPU") << " path | -c " << o_.columns << " -n " << o_.rows
               << " -p " << o_.in_parts << " -o " << o_.out_parts
               << (o_.pre_partitioned ? " -g" : "") << (o_.discard ? " -s" : "")
-              << (o_.overlap ? " --overlap" : "") << "\n"
+              << (o_.overlap ? " --overlap" : "")
+              << (direct() ? " | direct chunks" : " | packed chunks") << "\n"
               << "Local size: " << format_bytes(input_bytes())
               << " | Total size: " << format_bytes(input_bytes() * comm_.nranks()) << "\n"
               << "Memory: " << br_.usage() << "\n"
@@ -621,7 +642,8 @@ class Bench {
       << ",\"gpu\":" << (gpu_ ? "true" : "false") << ",\"columns\":" << o_.columns
       << ",\"rows_per_rank\":" << o_.rows << ",\"in_parts\":" << o_.in_parts
       << ",\"out_parts\":" << o_.out_parts << ",\"pre_partitioned\":" << o_.pre_partitioned
-      << ",\"discard\":" << o_.discard << ",\"input_bytes_per_rank\":" << input_bytes()
+      << ",\"discard\":" << o_.discard << ",\"direct\":" << direct()
+      << ",\"input_bytes_per_rank\":" << input_bytes()
       << ",\"device_limit\":" << limit(MemoryType::DEVICE)
       << ",\"host_limit\":" << limit(MemoryType::HOST) << ",\"failed_runs\":" << failed
       << ",\"runs\":[";

@@ -12,7 +12,7 @@ Buffer::~Buffer() {
   } catch (...) {
     // A failed copy leaves nothing to wait for; the memory is returned all the same.
   }
-  br_->free_buffer(*this);
+  if (!view_) br_->free_buffer(*this);
 }
 
 std::byte* Buffer::data() {

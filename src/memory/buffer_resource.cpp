@@ -323,6 +323,19 @@ std::unique_ptr<Buffer> BufferResource::allocate(MemoryType t, std::size_t bytes
   return allocate(res, bytes, stream);
 }
 
+std::unique_ptr<Buffer> BufferResource::view(const Buffer& of, std::size_t offset, std::size_t size,
+                                             std::shared_ptr<const void> keepalive) {
+  SPILLWAY_EXPECTS(of.mem_type() != MemoryType::DISK, "a view of a DISK buffer");
+  SPILLWAY_EXPECTS(offset <= of.size() && size <= of.size() - offset,
+                   "a view of bytes [" + std::to_string(offset) + ", +" + std::to_string(size) +
+                       ") of a " + std::to_string(of.size()) + "-byte buffer");
+  auto* ptr = const_cast<std::byte*>(of.data()) + offset;  // NOLINT: see the declaration
+  std::unique_ptr<Buffer> out(new Buffer(*of.br_, of.type_, size, ptr, of.stream_));
+  out->view_ = true;
+  out->keepalive_ = std::move(keepalive);
+  return out;
+}
+
 void BufferResource::free_buffer(Buffer& buf) noexcept {
   const MemoryType t = buf.type_;
   if (t == MemoryType::DISK) {

@@ -5,10 +5,13 @@
 #include <spillway/core/error.hpp>
 #include <spillway/memory/spillable_store.hpp>
 
+#include "../table/pack_format.hpp"
 #include "wire.hpp"
 
+#include <algorithm>
 #include <array>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <map>
@@ -22,6 +25,35 @@ namespace {
 constexpr std::uint8_t stage_chunk = 0;
 constexpr std::uint8_t stage_payload = 1;
 constexpr std::uint8_t stage_finish = 2;
+constexpr std::uint8_t stage_direct = 3;  // the columns of direct chunks
+
+/// Whether a chunk of this layout can go straight into its owner's final buffer: every
+/// column's rows are one run of bytes there (no mask bits or string offsets to shift).
+bool direct_ok(const detail::PackLayout& l) {
+  return std::all_of(l.columns.begin(), l.columns.end(), [](const detail::ColumnLayout& c) {
+    return is_fixed_width(c.type) && !c.nullable;
+  });
+}
+
+bool same_schema(const detail::PackLayout& a, const detail::PackLayout& b) {
+  return std::equal(a.columns.begin(), a.columns.end(), b.columns.begin(), b.columns.end(),
+                    [](const detail::ColumnLayout& x, const detail::ColumnLayout& y) {
+                      return x.type == y.type && x.nullable == y.nullable && x.name == y.name;
+                    });
+}
+
+/// The columns and names of `l`, without rows (what make_layout needs).
+TableView schema_of(const detail::PackLayout& l) {
+  TableView v;
+  for (const auto& c : l.columns) {
+    v.columns.push_back(ColumnView{.type = c.type});
+    v.names.push_back(c.name);
+  }
+  return v;
+}
+
+constexpr std::array<MemoryType, 3> landing_order{MemoryType::DEVICE, MemoryType::PINNED_HOST,
+                                                  MemoryType::HOST};
 }  // namespace
 
 struct Shuffler::Impl {
@@ -69,11 +101,27 @@ struct Shuffler::Impl {
     return out;
   }
 
+  /// A direct chunk on its sender: its rows' layout and a view of each column's bytes.
+  struct DirectChunk {
+    detail::PackLayout layout;
+    std::vector<std::unique_ptr<Buffer>> columns;
+  };
+
   ProgressThread::Progress progress();
   void send_ready();
   void post_receives();
   void read_finishes();
   void complete_transfers();
+  /// insert_finished(): counts this rank's chunks per partition, queues `chunks` (direct) and
+  /// tells every rank.
+  void finish(std::map<PartID, DirectChunk> chunks);
+  /// Once every rank has finished: allocates each direct partition's final buffer, in
+  /// partition order, and posts the receives into it (and copies this rank's own chunk in).
+  void post_direct();
+  void complete_direct();
+  /// Reserves memory for an incoming payload in the first tier with room; nullopt while there
+  /// is none (for up to the communicator's timeout, then out_of_memory).
+  std::optional<MemoryReservation> reserve_landing(std::size_t bytes);
 
   Communicator& comm;
   const OpID op;
@@ -134,6 +182,23 @@ struct Shuffler::Impl {
   std::deque<Deferred> deferred;
   std::optional<std::chrono::steady_clock::time_point> deferred_since;  // memory short since
 
+  /// A local partition with direct chunks: each sender's rank and layout (from its finish
+  /// message), then the final buffer and the transfers into it.
+  struct DirectPartition {
+    std::vector<std::pair<Rank, detail::PackLayout>> sources;
+    std::optional<DirectChunk> own;  // this rank's chunk, copied in by post_direct
+    detail::PackLayout layout;       // the final buffer's
+    std::unique_ptr<Buffer> buffer;  // declared before `receives`, which write into it
+    std::vector<std::unique_ptr<Future>> receives;
+    Event copied;  // this rank's own chunk copied in (GPU copies)
+    bool posted{false};
+  };
+  // Filled under `mutex` until every rank has finished; then used by the progress thread only.
+  std::map<PartID, DirectPartition> direct;
+  std::deque<std::pair<Rank, std::unique_ptr<Buffer>>> direct_out;  // under `mutex`
+  std::vector<std::unique_ptr<Future>> direct_sends;                // the progress thread's
+  bool direct_started{false};                                       // the progress thread's
+
   static std::size_t send_budget_of(const BufferResource& b) {
     std::size_t budget = unlimited_bytes;
     for (MemoryType t : {MemoryType::DEVICE, MemoryType::PINNED_HOST, MemoryType::HOST}) {
@@ -147,6 +212,18 @@ struct Shuffler::Impl {
 };
 
 void Shuffler::Impl::send_ready() {
+  // Direct chunks' columns are views of memory their sender holds anyway (nothing to spill):
+  // they all go at once, in the order queued (partition, then column), which is the order
+  // their owner posts its receives in.
+  std::deque<std::pair<Rank, std::unique_ptr<Buffer>>> views;
+  {
+    std::lock_guard lock(mutex);
+    views.swap(direct_out);
+  }
+  for (auto& [dst, view] : views) {
+    br.statistics().add_bytes("shuffle-payload-send", static_cast<double>(view->size()));
+    direct_sends.push_back(comm.send(std::move(view), dst, tag(stage_direct)));
+  }
   for (;;) {
     Outgoing o;
     {
@@ -169,9 +246,22 @@ void Shuffler::Impl::send_ready() {
   }
 }
 
+std::optional<MemoryReservation> Shuffler::Impl::reserve_landing(std::size_t bytes) {
+  try {
+    auto res = br.reserve_first_fit(landing_order, bytes);
+    deferred_since.reset();
+    return res;
+  } catch (const out_of_memory&) {
+    // Transfers in flight, extractions and spilling free memory soon; a receive that finds
+    // none for the communicator's timeout fails the shuffle with the reason.
+    const auto now = std::chrono::steady_clock::now();
+    if (!deferred_since) deferred_since = now;
+    if (now - *deferred_since > comm.timeout()) throw;
+    return std::nullopt;
+  }
+}
+
 void Shuffler::Impl::post_receives() {
-  static constexpr std::array<MemoryType, 3> order{MemoryType::DEVICE, MemoryType::PINNED_HOST,
-                                                   MemoryType::HOST};
   while (auto msg = comm.recv_any(tag(stage_chunk))) {
     auto h = detail::decode_chunk(msg->data, total);
     if (owner_of[h.pid] != me) {
@@ -188,18 +278,8 @@ void Shuffler::Impl::post_receives() {
   // In arrival order, so that each peer's payloads are received in the order it sent them.
   while (!deferred.empty()) {
     detail::ChunkHeader& h = deferred.front().header;
-    std::optional<MemoryReservation> res;
-    try {
-      res.emplace(br.reserve_first_fit(order, h.payload_bytes));
-    } catch (const out_of_memory&) {
-      // Transfers in flight, extractions and spilling free memory soon; a receive that finds
-      // none for the communicator's timeout fails the shuffle with the reason.
-      const auto now = std::chrono::steady_clock::now();
-      if (!deferred_since) deferred_since = now;
-      if (now - *deferred_since > comm.timeout()) throw;
-      return;
-    }
-    deferred_since.reset();
+    auto res = reserve_landing(h.payload_bytes);
+    if (!res) return;
     auto buf = br.allocate(*res, h.payload_bytes, br.stream());
     if (buf->mem_type() != MemoryType::DEVICE && br.is_live(MemoryType::DEVICE)) {
       br.statistics().add_bytes("recv-into-host-memory", static_cast<double>(h.payload_bytes));
@@ -212,17 +292,123 @@ void Shuffler::Impl::post_receives() {
 
 void Shuffler::Impl::read_finishes() {
   while (auto msg = comm.recv_any(tag(stage_finish))) {
-    const auto counts = detail::decode_finish(msg->data, total);
-    std::lock_guard lock(mutex);
-    for (const auto& [pid, c] : counts) {
+    const auto f = detail::decode_finish(msg->data, total);
+    const std::string from = "spillway: rank " + std::to_string(msg->source);
+    std::map<PartID, std::uint64_t> counts;
+    for (const auto& [pid, c] : f.counts) {
       if (owner_of[pid] != me) {
-        throw corrupt_data_error("spillway: rank " + std::to_string(msg->source) +
-                                 " counted chunks of partition " + std::to_string(pid) +
+        throw corrupt_data_error(from + " counted chunks of partition " + std::to_string(pid) +
                                  ", which this rank does not own");
       }
-      expected[pid] += c;
+      counts[pid] += c;
     }
+    std::map<PartID, detail::PackLayout> layouts;
+    for (const auto& h : f.direct) {
+      const std::string what = from + " sent a direct chunk of partition " + std::to_string(h.pid);
+      if (owner_of[h.pid] != me) throw corrupt_data_error(what + ", which this rank does not own");
+      auto layout = detail::decode(h.metadata, h.payload_bytes);
+      if (!direct_ok(layout)) {
+        throw corrupt_data_error(what + " with a column that is not fixed-width without a mask");
+      }
+      if (layouts.count(h.pid) != 0 || counts[h.pid] == 0) {
+        throw corrupt_data_error(what + " that its chunk counts do not account for");
+      }
+      --counts[h.pid];  // one direct chunk per partition and sender
+      layouts.emplace(h.pid, std::move(layout));
+    }
+    std::lock_guard lock(mutex);
+    for (const auto& [pid, c] : f.counts) expected[pid] += c;
+    for (auto& [pid, l] : layouts) direct[pid].sources.emplace_back(msg->source, std::move(l));
     ++finishes;
+    cv.notify_all();
+  }
+}
+
+void Shuffler::Impl::post_direct() {
+  {
+    std::lock_guard lock(mutex);
+    if (!joined || finishes != n) return;  // the sizes are not all known yet
+  }
+  direct_started = true;
+  for (auto& [pid, d] : direct) {
+    if (d.posted) continue;
+    if (!d.buffer) {
+      std::sort(d.sources.begin(), d.sources.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+      const auto& [first, schema] = d.sources.front();
+      std::uint64_t rows = 0;
+      for (const auto& [r, l] : d.sources) {
+        if (!same_schema(l, schema)) {
+          throw corrupt_data_error("spillway: partition " + std::to_string(pid) + ": rank " +
+                                   std::to_string(r) + "'s chunk has other columns than rank " +
+                                   std::to_string(first) + "'s");
+        }
+        rows += l.num_rows;
+      }
+      d.layout = detail::make_layout(schema_of(schema), rows, {});
+      auto res = reserve_landing(d.layout.payload_size);
+      if (!res) return;  // later partitions wait too: each sender sends in partition order
+      d.buffer = br.allocate(*res, d.layout.payload_size, br.stream());
+    }
+    const bool on_host =
+        d.buffer->mem_type() != MemoryType::DEVICE && br.is_live(MemoryType::DEVICE);
+    // The receives first, so that the peers' bytes move while this rank copies its own.
+    bool gpu_copy = false;
+    for (const bool own : {false, true}) {
+      std::uint64_t row = 0;
+      for (const auto& [src, l] : d.sources) {
+        for (std::size_t c = 0; c < l.columns.size() && (src == me) == own; ++c) {
+          const std::size_t width = size_of(l.columns[c].type);
+          const std::size_t at = d.layout.columns[c].data.offset + row * width;
+          const std::size_t bytes = l.num_rows * width;
+          if (bytes == 0) continue;
+          if (!own) {
+            if (on_host) {
+              br.statistics().add_bytes("recv-into-host-memory", static_cast<double>(bytes));
+            }
+            d.receives.push_back(
+                comm.recv(src, tag(stage_direct), BufferResource::view(*d.buffer, at, bytes)));
+            continue;
+          }
+          const Buffer& from = *d.own->columns[c];
+          if (is_host_accessible(from.mem_type()) && is_host_accessible(d.buffer->mem_type())) {
+            if (br.is_live(MemoryType::DEVICE)) br.stream().synchronize();  // pinned: GPU writes
+            std::memcpy(d.buffer->data() + at, from.data(), bytes);
+          } else {
+            cuda::memcpy_async(d.buffer->data() + at, from.data(), bytes, br.stream());
+            gpu_copy = true;
+          }
+        }
+        row += l.num_rows;
+      }
+    }
+    if (gpu_copy) d.copied.record(br.stream());
+    d.posted = true;
+  }
+}
+
+void Shuffler::Impl::complete_direct() {
+  std::erase_if(direct_sends, [&](const std::unique_ptr<Future>& f) { return comm.test(*f); });
+  if (!direct_started) return;  // insert_finished may still be filling `direct`
+  for (auto it = direct.begin(); it != direct.end();) {
+    DirectPartition& d = it->second;
+    std::erase_if(d.receives, [&](const std::unique_ptr<Future>& f) {
+      if (!comm.test(*f)) return false;
+      br.statistics().add_bytes("shuffle-payload-recv", static_cast<double>(f->request().bytes));
+      return true;
+    });
+    if (!d.posted || !d.receives.empty() || !d.copied.is_complete()) {
+      ++it;
+      continue;
+    }
+    d.own.reset();  // this rank's chunk is in: its memory may go
+    const auto key = incoming_store.insert(std::move(d.buffer));
+    {
+      std::lock_guard lock(mutex);
+      incoming[it->first].push_back({detail::encode(d.layout), key});
+      received[it->first] += d.sources.size();
+      it = direct.erase(it);
+    }
     cv.notify_all();
   }
 }
@@ -267,10 +453,13 @@ ProgressThread::Progress Shuffler::Impl::progress() {
     send_ready();
     post_receives();
     read_finishes();
+    post_direct();
     complete_transfers();
+    complete_direct();
     std::lock_guard lock(mutex);
     if (!inserts_done || !outgoing.empty() || !sends.empty() || !receives.empty() ||
-        !deferred.empty() || finishes != n) {
+        !deferred.empty() || finishes != n || !direct_out.empty() || !direct_sends.empty() ||
+        !direct.empty()) {
       return ProgressThread::Progress::in_progress;
     }
     for (PartID pid : local) {
@@ -339,29 +528,110 @@ void Shuffler::insert(std::unordered_map<PartID, PackedData>&& chunks) {
   s.cv.notify_all();
 }
 
+void Shuffler::Impl::finish(std::map<PartID, DirectChunk> chunks) {
+  std::vector<detail::Finish> msgs(static_cast<std::size_t>(n));
+  {
+    std::lock_guard lock(mutex);
+    SPILLWAY_EXPECTS(!inserts_done, "insert_finished() called twice");
+    inserts_done = true;
+    joined = true;
+    for (auto& [pid, chunk] : chunks) {  // in partition order: the order receives are posted
+      const Rank dst = owner_of[pid];
+      ++sent[static_cast<std::size_t>(dst)][pid];
+      if (dst == me) {
+        DirectPartition& d = direct[pid];
+        d.sources.emplace_back(me, chunk.layout);
+        d.own = std::move(chunk);
+        continue;
+      }
+      msgs[static_cast<std::size_t>(dst)].direct.push_back(
+          {pid, chunk.layout.payload_size, detail::encode(chunk.layout)});
+      for (auto& col : chunk.columns) {
+        if (col->size() > 0) direct_out.emplace_back(dst, std::move(col));
+      }
+    }
+    for (PartID pid = 0; pid < total; ++pid) {
+      const auto r = static_cast<std::size_t>(owner_of[pid]);
+      const auto it = sent[r].find(pid);
+      msgs[r].counts.emplace_back(pid, it == sent[r].end() ? 0 : it->second);
+    }
+    for (const auto& [pid, c] : msgs[static_cast<std::size_t>(me)].counts) expected[pid] += c;
+    ++finishes;
+    cv.notify_all();
+  }
+  for (Rank r = 0; r < n; ++r) {
+    if (r != me)
+      comm.send_message(detail::encode_finish(msgs[static_cast<std::size_t>(r)]), r,
+                        tag(stage_finish));
+  }
+}
+
 void Shuffler::insert_finished() {
+  impl_->finish({});
+}
+
+void Shuffler::insert_finished(std::unordered_map<PartID, PackedData>&& chunks) {
   Impl& s = *impl_;
-  std::vector<detail::FinishCounts> counts(static_cast<std::size_t>(s.n));
   {
     std::lock_guard lock(s.mutex);
     SPILLWAY_EXPECTS(!s.inserts_done, "insert_finished() called twice");
-    s.inserts_done = true;
-    s.joined = true;
-    for (PartID pid = 0; pid < s.total; ++pid) {
-      const auto r = static_cast<std::size_t>(s.owner_of[pid]);
-      const auto it = s.sent[r].find(pid);
-      counts[r].emplace_back(pid, it == s.sent[r].end() ? 0 : it->second);
-    }
-    for (const auto& [pid, c] : counts[static_cast<std::size_t>(s.me)]) s.expected[pid] += c;
-    ++s.finishes;
-    s.cv.notify_all();
   }
-  for (Rank r = 0; r < s.n; ++r) {
-    if (r != s.me) {
-      s.comm.send_message(detail::encode_finish(counts[static_cast<std::size_t>(r)]), r,
-                          s.tag(stage_finish));
+  std::unordered_map<PartID, PackedData> plain;
+  std::map<PartID, Impl::DirectChunk> direct;
+  for (auto& [pid, data] : chunks) {
+    SPILLWAY_EXPECTS(pid < s.total, "insert_finished: partition " + std::to_string(pid) + " of " +
+                                        std::to_string(s.total));
+    SPILLWAY_EXPECTS(data.payload != nullptr, "insert_finished: a chunk without a payload");
+    auto layout = detail::decode(data.metadata, data.payload->size());
+    if (!direct_ok(layout) || data.payload->mem_type() == MemoryType::DISK) {
+      plain.emplace(pid, std::move(data));
+      continue;
     }
+    std::shared_ptr<const Buffer> payload(std::move(data.payload));
+    Impl::DirectChunk d{std::move(layout), {}};
+    for (const auto& c : d.layout.columns) {
+      d.columns.push_back(BufferResource::view(*payload, c.data.offset, c.data.size, payload));
+    }
+    direct.emplace(pid, std::move(d));
   }
+  chunks.clear();
+  if (!plain.empty()) insert(std::move(plain));
+  s.finish(std::move(direct));
+}
+
+void Shuffler::insert_finished(std::shared_ptr<const Table> table,
+                               std::span<const std::size_t> offsets) {
+  Impl& s = *impl_;
+  SPILLWAY_EXPECTS(table != nullptr, "insert_finished: no table");
+  SPILLWAY_EXPECTS(offsets.size() == std::size_t{s.total} + 1,
+                   "insert_finished: " + std::to_string(offsets.size()) + " offsets for " +
+                       std::to_string(s.total) + " partitions (want one more than partitions)");
+  SPILLWAY_EXPECTS(offsets.front() == 0 && offsets.back() == table->num_rows(),
+                   "insert_finished: offsets from " + std::to_string(offsets.front()) + " to " +
+                       std::to_string(offsets.back()) + " for a table of " +
+                       std::to_string(table->num_rows()) + " rows");
+  SPILLWAY_EXPECTS(std::is_sorted(offsets.begin(), offsets.end()),
+                   "insert_finished: the offsets decrease");
+  const TableView v = table->view();
+  for (std::size_t c = 0; c < v.num_columns(); ++c) {
+    SPILLWAY_EXPECTS(is_fixed_width(v.columns[c].type) && !v.columns[c].nullable(),
+                     "insert_finished: column " + std::to_string(c) +
+                         " is not fixed-width without a mask; pack the table (split_and_pack) "
+                         "and insert its chunks");
+  }
+  std::map<PartID, Impl::DirectChunk> chunks;
+  for (PartID pid = 0; pid < s.total; ++pid) {
+    const std::size_t first = offsets[pid];
+    const std::size_t rows = offsets[pid + 1] - first;
+    Impl::DirectChunk d{detail::make_layout(v, rows, {}), {}};
+    for (std::size_t c = 0; c < v.num_columns(); ++c) {
+      const std::size_t width = size_of(v.columns[c].type);
+      d.columns.push_back(
+          BufferResource::view(table->column(c).data(), first * width, rows * width, table));
+    }
+    chunks.emplace(pid, std::move(d));
+  }
+  s.finish(std::move(chunks));
 }
 
 PartID Shuffler::wait_any(std::chrono::milliseconds timeout) {

@@ -2,7 +2,10 @@
 // The shuffle's small messages (internal), little-endian, checked when read (they come from
 // another process):
 //   chunk:  u32 "SPCH" | u32 partition | u64 payload bytes | u32 metadata bytes | metadata
-//   finish: u32 "SPFN" | u32 count | count x (u32 partition, u64 chunks sent)
+//   finish: u32 "SPFN" | u32 count | count x (u32 partition, u64 chunks sent) |
+//           u32 direct | direct x (u32 partition, u64 payload bytes, u32 metadata bytes,
+//           metadata): the partitions whose chunk from this rank goes straight into the
+//           owner's final buffer (Shuffler::insert_finished with chunks), counted in `count`
 
 #include <spillway/shuffle/partition_owner.hpp>
 
@@ -24,8 +27,12 @@ std::vector<std::uint8_t> encode_chunk(const ChunkHeader& h);
 ChunkHeader decode_chunk(std::span<const std::uint8_t> bytes, PartID total_partitions);
 
 using FinishCounts = std::vector<std::pair<PartID, std::uint64_t>>;
-std::vector<std::uint8_t> encode_finish(const FinishCounts& counts);
+struct Finish {
+  FinishCounts counts;
+  std::vector<ChunkHeader> direct;
+};
+std::vector<std::uint8_t> encode_finish(const Finish& f);
 /// @throws spillway::corrupt_data_error naming what is wrong
-FinishCounts decode_finish(std::span<const std::uint8_t> bytes, PartID total_partitions);
+Finish decode_finish(std::span<const std::uint8_t> bytes, PartID total_partitions);
 
 }  // namespace spillway::detail

@@ -9,6 +9,7 @@
 #include "pack_format.hpp"
 
 #include <cstring>
+#include <optional>
 
 namespace spillway {
 
@@ -173,6 +174,27 @@ Table concat(std::span<const TableView> tables, BufferResource& br) {
   return Table(std::move(columns), first.names);
 }
 
+Table to_table(UnpackedTable unpacked) {
+  const TableView v = unpacked.view();
+  const std::shared_ptr<const Buffer> payload(std::move(unpacked).release().payload);
+  // The bytes from `p` on (to the payload's end when `bytes` is not known on the host).
+  auto part = [&](const void* p, std::optional<std::size_t> bytes) {
+    if (p == nullptr) return BufferResource::view(*payload, 0, 0, payload);
+    const auto at = static_cast<std::size_t>(static_cast<const std::byte*>(p) - payload->data());
+    return BufferResource::view(*payload, at, bytes.value_or(payload->size() - at), payload);
+  };
+  std::vector<Column> columns;
+  for (const ColumnView& c : v.columns) {
+    const bool fixed = is_fixed_width(c.type);
+    columns.emplace_back(
+        c.type, c.size,
+        part(c.data, fixed ? std::optional(c.size * size_of(c.type)) : std::nullopt),
+        fixed ? nullptr : part(c.offsets, (c.size + 1) * sizeof(std::int32_t)),
+        c.nullable() ? part(c.null_mask, mask_bytes(c.size)) : nullptr);
+  }
+  return Table(std::move(columns), v.names);
+}
+
 Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br) {
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "unpack_and_concat");
   std::vector<UnpackedTable> parts;
@@ -186,6 +208,7 @@ Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br) {
     parts.push_back(unpack(std::move(p)));
     views.push_back(parts.back().view());
   }
+  if (parts.size() == 1) return to_table(std::move(parts.front()));
   return concat(views, br);
 }
 

@@ -17,37 +17,69 @@
 
 namespace spillway::test {
 
+/// How a rank hands its input to the Shuffler.
+enum class Feed {
+  streaming,      // hashed partitions with strings and nulls, in two insert() calls
+  direct_chunks,  // hashed partitions of fixed-width columns, insert_finished(chunks)
+  direct_table,   // the table itself, partition p one row range, insert_finished(table, offsets)
+};
+
 /// Partitions a random table, shuffles it and checks every partition this rank receives;
 /// returns the checksums of its input and of its output (their sums over all ranks must agree).
 inline std::pair<TableChecksum, TableChecksum> shuffle_rank(Communicator& comm, BufferResource& br,
-                                                            double skew, OpID op) {
+                                                            double skew, OpID op,
+                                                            Feed feed = Feed::streaming) {
   const PartID total = static_cast<PartID>(3 * comm.nranks() + 1);  // one rank owns one more
   RandomTableOptions o;
   o.rows = 3000 + 1000 * static_cast<std::size_t>(comm.rank());
   o.types = {TypeId::INT32, TypeId::STRING, TypeId::FLOAT64, TypeId::INT64};
   o.null_fraction = 0.1;
+  if (feed != Feed::streaming) {  // what direct chunks take
+    o.types = {TypeId::INT32, TypeId::FLOAT64, TypeId::BOOL8, TypeId::INT16};
+    o.null_fraction = 0;
+  }
   o.skew = skew;
   o.key_cardinality = 200;
   o.seed = 1000 * op + static_cast<std::uint64_t>(comm.rank());
-  const Table table = random_table(o, br);
-  auto packed = partition_and_pack(table.view(), std::vector<std::size_t>{0}, total, br, 7);
+  auto table = std::make_shared<const Table>(random_table(o, br));
+  const TableChecksum in = checksum(table->view(), 1);
 
   Shuffler shuffler(comm, op, total, br);
-  // Streaming: even partitions first, then odd ones, in two inserts.
-  for (int parity = 0; parity < 2; ++parity) {
-    std::unordered_map<PartID, PackedData> batch;
+  if (feed == Feed::direct_table) {
+    // Uneven ranges, one of them empty: partition p holds rows [offsets[p], offsets[p + 1]).
+    std::vector<std::size_t> offsets{0};
     for (PartID pid = 0; pid < total; ++pid) {
-      if (static_cast<int>(pid % 2) == parity) batch.emplace(pid, std::move(packed[pid]));
+      offsets.push_back(pid == 1 ? offsets.back()
+                                 : table->num_rows() * (pid + 1) * (pid + 1) / (total * total));
     }
-    shuffler.insert(std::move(batch));
+    shuffler.insert_finished(std::move(table), offsets);
+  } else {
+    auto packed = partition_and_pack(table->view(), std::vector<std::size_t>{0}, total, br, 7);
+    table.reset();
+    if (feed == Feed::direct_chunks) {
+      std::unordered_map<PartID, PackedData> all;
+      for (PartID pid = 0; pid < total; ++pid) all.emplace(pid, std::move(packed[pid]));
+      shuffler.insert_finished(std::move(all));
+    } else {
+      // Streaming: even partitions first, then odd ones, in two inserts.
+      for (int parity = 0; parity < 2; ++parity) {
+        std::unordered_map<PartID, PackedData> batch;
+        for (PartID pid = 0; pid < total; ++pid) {
+          if (static_cast<int>(pid % 2) == parity) batch.emplace(pid, std::move(packed[pid]));
+        }
+        shuffler.insert(std::move(batch));
+      }
+      shuffler.insert_finished();
+    }
   }
-  shuffler.insert_finished();
 
   TableChecksum mine_out;
   for (std::size_t i = 0; i < shuffler.local_partitions().size(); ++i) {
     const PartID pid = shuffler.wait_any(std::chrono::seconds(20));
     auto chunks = shuffler.extract(pid);
-    EXPECT_EQ(chunks.size(), static_cast<std::size_t>(comm.nranks())) << "partition " << pid;
+    // Direct chunks arrive as one, laid out as the concatenation of every rank's.
+    EXPECT_EQ(chunks.size(), feed == Feed::streaming ? static_cast<std::size_t>(comm.nranks()) : 1U)
+        << "partition " << pid;
     for (auto& c : chunks) {
       if (!is_host_accessible(c.payload->mem_type())) {  // spilled, or received on the GPU
         c.payload = br.move(std::move(c.payload), MemoryType::HOST, br.stream());
@@ -55,7 +87,7 @@ inline std::pair<TableChecksum, TableChecksum> shuffle_rank(Communicator& comm, 
       }
       const UnpackedTable t = unpack(std::move(c));
       TableView key_view{{t.view().columns[0]}, {""}};
-      for (std::size_t r = 0; r < t.view().num_rows(); ++r) {
+      for (std::size_t r = 0; r < t.view().num_rows() && feed != Feed::direct_table; ++r) {
         if (hash_row(key_view, r, 7) % total != pid) {
           ADD_FAILURE() << "row " << r << " of a chunk of partition " << pid
                         << " belongs to another partition";
@@ -67,7 +99,7 @@ inline std::pair<TableChecksum, TableChecksum> shuffle_rank(Communicator& comm, 
   }
   EXPECT_TRUE(shuffler.finished());
   EXPECT_THROW((void)shuffler.wait_any(std::chrono::milliseconds(1)), logic_error);
-  return {checksum(table.view(), 1), mine_out};
+  return {in, mine_out};
 }
 
 }  // namespace spillway::test

@@ -26,6 +26,7 @@ struct Setup {
   double spill_injection{0};
   double skew{0};
   OpID shuffles{1};  // concurrent shuffles per rank
+  test::Feed feed{test::Feed::streaming};
 };
 
 void run(const Setup& setup) {
@@ -46,7 +47,7 @@ void run(const Setup& setup) {
         for (OpID op = 1; op <= setup.shuffles; ++op) {
           ops.emplace_back([&, op] {
             try {
-              const auto [in, out] = test::shuffle_rank(comm, br, setup.skew, op);
+              const auto [in, out] = test::shuffle_rank(comm, br, setup.skew, op, setup.feed);
               std::lock_guard lock(m);
               in_sum += in;
               out_sum += out;
@@ -88,6 +89,21 @@ TEST_P(ShuffleRanks, TwoShufflesAtOnce) {
   run({GetParam(), 0, 0, 2});
 }
 
+// Direct chunks: each partition lands in one buffer laid out as the concatenation of every
+// rank's chunk (the extracted partition is that one chunk), straight from packed partitions or
+// from row ranges of the input table, also with spilling forced and all rows in one partition.
+TEST_P(ShuffleRanks, DirectChunksLandInOneBuffer) {
+  run({GetParam(), 0, 0, 1, test::Feed::direct_chunks});
+}
+
+TEST_P(ShuffleRanks, DirectChunksWithSpillingAndSkew) {
+  run({GetParam(), 0.5, 1.0, 1, test::Feed::direct_chunks});
+}
+
+TEST_P(ShuffleRanks, DirectRowRangesOfTheInputTable) {
+  run({GetParam(), 0, 0, 2, test::Feed::direct_table});
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShuffleRanks, ::testing::Values(1, 2, 3, 4),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::to_string(info.param) + "ranks";
@@ -112,6 +128,35 @@ TEST(Shuffler, MisuseIsAClearError) {
   }
   EXPECT_THROW(s.extract(0), logic_error);  // twice
   EXPECT_THROW(Shuffler(*comms[0], 2, 0, br), logic_error);
+}
+
+TEST(Shuffler, DirectMisuseIsAClearError) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  auto comms = LocalCommunicator::create(1);
+  RandomTableOptions o;
+  o.rows = 100;
+  o.types = {TypeId::INT32, TypeId::STRING};
+  auto strings = std::make_shared<const Table>(random_table(o, br));
+  o.types = {TypeId::INT32};
+  auto ints = std::make_shared<const Table>(random_table(o, br));
+  Shuffler s(*comms[0], 1, 2, br);
+  const std::vector<std::size_t> good{0, 50, 100};
+  EXPECT_THROW(s.insert_finished(strings, good), logic_error);  // not fixed-width
+  EXPECT_THROW(s.insert_finished(ints, std::vector<std::size_t>{0, 100}), logic_error);
+  EXPECT_THROW(s.insert_finished(ints, std::vector<std::size_t>{0, 60, 50}), logic_error);
+  EXPECT_THROW(s.insert_finished(ints, std::vector<std::size_t>{0, 50, 99}), logic_error);
+  EXPECT_THROW(s.insert_finished(nullptr, good), logic_error);
+  s.insert_finished(ints, good);
+  EXPECT_THROW(s.insert_finished(ints, good), logic_error);  // twice
+  std::size_t rows = 0;
+  for (int i = 0; i < 2; ++i) {
+    const PartID pid = s.wait_any(std::chrono::seconds(5));
+    auto chunks = s.extract(pid);
+    ASSERT_EQ(chunks.size(), 1U);
+    rows += unpack(std::move(chunks[0])).view().num_rows();
+  }
+  EXPECT_EQ(rows, 100U);
 }
 
 // A rank takes no incoming chunk before it joins the shuffle (its first insert or

@@ -20,8 +20,8 @@ TableChecksum sum_over_ranks(TableChecksum c) {
   return {v[0], v[1]};
 }
 
-void check(double skew, OpID op) {
-  const auto [in, out] = test::shuffle_rank(*comm_, *br_, skew, op);
+void check(double skew, OpID op, test::Feed feed = test::Feed::streaming) {
+  const auto [in, out] = test::shuffle_rank(*comm_, *br_, skew, op, feed);
   const TableChecksum all_in = sum_over_ranks(in);
   const TableChecksum all_out = sum_over_ranks(out);
   EXPECT_GT(all_in.rows, 0U);
@@ -37,6 +37,14 @@ TEST(MpiShuffle, EveryRowArrivesOnceAtItsOwner) {
 
 TEST(MpiShuffle, AllRowsInOnePartition) {
   check(1.0, 2);
+}
+
+TEST(MpiShuffle, DirectChunksLandInOneBuffer) {
+  check(0, 3, test::Feed::direct_chunks);
+}
+
+TEST(MpiShuffle, DirectRowRangesOfTheInputTable) {
+  check(0.5, 4, test::Feed::direct_table);
 }
 
 int main(int argc, char** argv) {

@@ -52,6 +52,9 @@ class Buffer {
   /// Makes `stream` the buffer's stream, after all work queued on the old one has completed.
   /// @throws spillway::cuda_error
   void set_stream(Stream stream);
+  /// Whether the buffer borrows its bytes (BufferResource::view): it holds no reservation and
+  /// its destructor frees nothing.
+  [[nodiscard]] bool is_view() const noexcept { return view_; }
   /// The spill-file extent of a DISK buffer (nullptr otherwise); for tests and diagnostics.
   [[nodiscard]] const DiskExtent* disk_extent() const noexcept {
     return extent_ ? &*extent_ : nullptr;
@@ -76,6 +79,8 @@ class Buffer {
   void* ptr_{nullptr};
   Stream stream_{};
   std::optional<DiskExtent> extent_;
+  bool view_{false};
+  std::shared_ptr<const void> keepalive_;  // what a view holds alive (may be empty)
   struct Pending {
     Event start, end;
     std::string_view stat;

@@ -128,6 +128,16 @@ class BufferResource {
   /// reserve(t, bytes) then allocate.
   std::unique_ptr<Buffer> allocate(MemoryType t, std::size_t bytes, Stream stream = {});
 
+  /// A buffer over bytes [offset, offset + size) of `of` (DEVICE, PINNED_HOST or HOST) that
+  /// borrows them: same tier, resource and stream, no reservation, and its destructor frees
+  /// nothing. It holds `keepalive` (which should own `of`'s bytes, or be empty when the caller
+  /// keeps them alive longer than the view). For sending part of a buffer without copying it,
+  /// or receiving into part of one. Writing through a view of a const buffer is the caller's
+  /// promise that nobody reads those bytes meanwhile.
+  /// @throws spillway::logic_error for a DISK buffer or a range outside it
+  static std::unique_ptr<Buffer> view(const Buffer& of, std::size_t offset, std::size_t size,
+                                      std::shared_ptr<const void> keepalive = {});
+
   /// Copies `src` into a new buffer of the reservation's tier, drawn from it. Copies that
   /// involve the GPU are asynchronous on `stream` (the result is not ready until then, and
   /// `src` must stay alive until it is); the others are done when this returns.

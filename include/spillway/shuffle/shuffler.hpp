@@ -13,14 +13,26 @@
 /// complete. Chunks waiting to be sent and chunks received but not yet extracted are
 /// spillable (SpillableStore). Several shuffles with different op ids can share a
 /// communicator. Destroy a Shuffler before its communicator.
+///
+/// Direct chunks. A rank that has all its input at once can hand it over with one of the
+/// insert_finished overloads that take data: a chunk of fixed-width columns without validity
+/// masks then goes straight from the sender's memory into the owner's final buffer of the
+/// partition, laid out as the concatenation of every rank's chunk in rank order. Nothing is
+/// packed for it, nothing is concatenated after the last byte arrives, and extract() hands the
+/// partition over as that one chunk (which unpacks without a copy). The owner allocates the
+/// final buffer once every rank has finished inserting (it then knows the sizes), in the first
+/// tier with room, as for any chunk; the sender's memory stays in use until its columns have
+/// gone.
 
 #include <spillway/comm/communicator.hpp>
 #include <spillway/memory/buffer_resource.hpp>
 #include <spillway/shuffle/partition_owner.hpp>
 #include <spillway/table/packed_data.hpp>
+#include <spillway/table/table.hpp>
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -43,6 +55,21 @@ class Shuffler {
   void insert(std::unordered_map<PartID, PackedData>&& chunks);
   /// No more inserts from this rank.
   void insert_finished();
+  /// insert(chunks) then insert_finished(), except that each chunk of fixed-width columns
+  /// without masks is sent as a direct chunk (see above). The others go as insert() sends them.
+  /// @throws spillway::logic_error as insert() and insert_finished() do, or for metadata that
+  ///         does not describe its payload
+  void insert_finished(std::unordered_map<PartID, PackedData>&& chunks);
+  /// This rank's whole input as one table whose rows are grouped by partition: partition p is
+  /// rows [offsets[p], offsets[p + 1]), so `offsets` has total_partitions + 1 entries, from 0
+  /// to the row count, never decreasing. Every partition's rows go as a direct chunk read
+  /// straight from the table's columns, which must be fixed-width without masks (pack other
+  /// tables with split_and_pack and use the overload above); `table` is held until they have
+  /// gone. Then insert_finished(). Queued writes into the table must be done or on the
+  /// buffer resource's stream.
+  /// @throws spillway::logic_error for other columns, bad offsets, or a call after
+  ///         insert_finished()
+  void insert_finished(std::shared_ptr<const Table> table, std::span<const std::size_t> offsets);
   /// A local partition whose chunks have all arrived and that wait_any has not returned yet.
   /// @throws spillway::comm_error on timeout or when the shuffle failed (a peer, a transfer);
   ///         spillway::logic_error when every local partition was returned already

@@ -61,7 +61,8 @@ Table concat(std::span<const TableView> tables, BufferResource& br, Stream strea
 
 /// spillway::unpack_and_concat on the GPU: every payload is moved to DEVICE first (a chunk that
 /// was received into host memory or spilled comes up here, when it is needed), checked by
-/// gpu::unpack, then concatenated. Profiled as "unpack_and_concat".
+/// gpu::unpack, then concatenated; a single chunk is not copied (spillway::to_table of it).
+/// Profiled as "unpack_and_concat".
 Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stream stream);
 
 /// spillway::checksum of a table in device memory (the same value). Synchronizes `stream`.

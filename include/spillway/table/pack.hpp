@@ -44,12 +44,17 @@ std::vector<PackedData> split_and_pack(const TableView& table, std::span<const s
 ///         on DISK.
 UnpackedTable unpack(PackedData packed);
 
+/// The unpacked table as a Table, without a copy: its columns are views of the payload, which
+/// they hold until the last of them goes (the payload's memory stays counted until then).
+Table to_table(UnpackedTable unpacked);
+
 /// Concatenates tables of the same schema into one new HOST table.
 /// @throws spillway::logic_error when the schemas differ.
 Table concat(std::span<const TableView> tables, BufferResource& br);
 
 /// unpack() each, then concat(); the schemas must agree. A payload that is not in host memory
-/// (on DISK after a spill, or on the GPU) is moved to HOST first.
+/// (on DISK after a spill, or on the GPU) is moved to HOST first. A single chunk is not copied
+/// (to_table of its unpacked payload).
 Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br);
 
 }  // namespace spillway

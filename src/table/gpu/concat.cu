@@ -133,6 +133,7 @@ Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stre
     parts.push_back(gpu::unpack(std::move(p), stream));
     views.push_back(parts.back().view());
   }
+  if (parts.size() == 1) return to_table(std::move(parts.front()));
   Table out = gpu::concat(views, br, stream);
   cuda::stream_synchronize(stream);  // the parts' payloads go at the end of this scope
   return out;
