@@ -151,10 +151,10 @@ void transfer(LocalHub& hub, LocalRequest& send, LocalRequest& recv) {
     recv.state.store(LocalRequest::done, std::memory_order_release);
     return;
   }
-  // On the copy stream of the GPU of the side in device memory, the receiver's if both are,
+  // On the copy stream of the GPU of the side in device memory, the sender's if both are (a
+  // push: NVLink writes ran 5-10% faster than reads of the peer's memory, bench/NOTES.md),
   // after what was queued on both buffers' streams when they were posted.
-  const Buffer& owner =
-      dst.mem_type() == MemoryType::DEVICE || src.mem_type() != MemoryType::DEVICE ? dst : src;
+  const Buffer& owner = src.mem_type() == MemoryType::DEVICE ? src : dst;
   const int device = owner.resource().device();
   DeviceScope scope(device);
   const Stream stream = hub.copy_streams.at(static_cast<std::size_t>(device));

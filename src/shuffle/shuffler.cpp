@@ -119,6 +119,14 @@ struct Shuffler::Impl {
   /// partition order, and posts the receives into it (and copies this rank's own chunk in).
   void post_direct();
   void complete_direct();
+  struct DirectPartition;
+  /// Calls fn(source rank, column, offset in the final buffer, bytes) for each nonempty
+  /// column of each source's chunk of `d`.
+  template <typename Fn>
+  void for_each_piece(const DirectPartition& d, Fn&& fn);
+  /// Copies this rank's own chunk of `d` into its final buffer (GPU copies on the resource's
+  /// stream, recorded in d.copied).
+  void copy_own(DirectPartition& d);
   /// Reserves memory for an incoming payload in the first tier with room; nullopt while there
   /// is none (for up to the communicator's timeout, then out_of_memory).
   std::optional<MemoryReservation> reserve_landing(std::size_t bytes);
@@ -352,39 +360,45 @@ void Shuffler::Impl::post_direct() {
     }
     const bool on_host =
         d.buffer->mem_type() != MemoryType::DEVICE && br.is_live(MemoryType::DEVICE);
-    // The receives first, so that the peers' bytes move while this rank copies its own.
-    bool gpu_copy = false;
-    for (const bool own : {false, true}) {
-      std::uint64_t row = 0;
-      for (const auto& [src, l] : d.sources) {
-        for (std::size_t c = 0; c < l.columns.size() && (src == me) == own; ++c) {
-          const std::size_t width = size_of(l.columns[c].type);
-          const std::size_t at = d.layout.columns[c].data.offset + row * width;
-          const std::size_t bytes = l.num_rows * width;
-          if (bytes == 0) continue;
-          if (!own) {
-            if (on_host) {
-              br.statistics().add_bytes("recv-into-host-memory", static_cast<double>(bytes));
-            }
-            d.receives.push_back(
-                comm.recv(src, tag(stage_direct), BufferResource::view(*d.buffer, at, bytes)));
-            continue;
-          }
-          const Buffer& from = *d.own->columns[c];
-          if (is_host_accessible(from.mem_type()) && is_host_accessible(d.buffer->mem_type())) {
-            if (br.is_live(MemoryType::DEVICE)) br.stream().synchronize();  // pinned: GPU writes
-            std::memcpy(d.buffer->data() + at, from.data(), bytes);
-          } else {
-            cuda::memcpy_async(d.buffer->data() + at, from.data(), bytes, br.stream());
-            gpu_copy = true;
-          }
-        }
-        row += l.num_rows;
-      }
-    }
-    if (gpu_copy) d.copied.record(br.stream());
+    for_each_piece(d, [&](Rank src, std::size_t, std::size_t at, std::size_t bytes) {
+      if (src == me) return;
+      if (on_host) br.statistics().add_bytes("recv-into-host-memory", static_cast<double>(bytes));
+      d.receives.push_back(
+          comm.recv(src, tag(stage_direct), BufferResource::view(*d.buffer, at, bytes)));
+    });
     d.posted = true;
+    copy_own(d);  // while the peers' bytes move
   }
+}
+
+template <typename Fn>
+void Shuffler::Impl::for_each_piece(const DirectPartition& d, Fn&& fn) {
+  std::uint64_t row = 0;
+  for (const auto& [src, l] : d.sources) {
+    for (std::size_t c = 0; c < l.columns.size(); ++c) {
+      const std::size_t width = size_of(l.columns[c].type);
+      const std::size_t bytes = l.num_rows * width;
+      if (bytes > 0) fn(src, c, d.layout.columns[c].data.offset + row * width, bytes);
+    }
+    row += l.num_rows;
+  }
+}
+
+void Shuffler::Impl::copy_own(DirectPartition& d) {
+  if (!d.own) return;
+  bool gpu_copy = false;
+  for_each_piece(d, [&](Rank src, std::size_t c, std::size_t at, std::size_t bytes) {
+    if (src != me) return;
+    const Buffer& from = *d.own->columns[c];
+    if (is_host_accessible(from.mem_type()) && is_host_accessible(d.buffer->mem_type())) {
+      if (br.is_live(MemoryType::DEVICE)) br.stream().synchronize();  // pinned: GPU writes
+      std::memcpy(d.buffer->data() + at, from.data(), bytes);
+    } else {
+      cuda::memcpy_async(d.buffer->data() + at, from.data(), bytes, br.stream());
+      gpu_copy = true;
+    }
+  });
+  if (gpu_copy) d.copied.record(br.stream());
 }
 
 void Shuffler::Impl::complete_direct() {

@@ -44,8 +44,8 @@ TEST(Options, DefaultsAreSane) {
   }
   EXPECT_EQ(o.spill_task_size, 8 * MiB);
   EXPECT_EQ(o.io_gds, IoGds::automatic);
-  EXPECT_EQ(o.mpi_ipc_window, 512 * MiB);
-  EXPECT_EQ(o.mpi_ipc_slot, 64 * MiB);
+  EXPECT_EQ(o.mpi_ipc_window, 1024 * MiB);
+  EXPECT_EQ(o.mpi_ipc_slot, 256 * MiB);
 }
 
 TEST(Options, EnvironmentIsRead) {

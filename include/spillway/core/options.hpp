@@ -77,12 +77,13 @@ struct OptionValues {
   std::chrono::milliseconds comm_timeout{300000};
   /// SPILLWAY_MPI_IPC_WINDOW: device memory each rank of the `mpi` communicator sets aside (in
   /// slots) for peers on its node to copy device buffers into over CUDA IPC; 0 turns
-  /// CUDA IPC off (device buffers are then staged through pinned host memory). Default 512 MiB.
-  std::size_t mpi_ipc_window{std::size_t{512} << 20};
+  /// CUDA IPC off (device buffers are then staged through pinned host memory). Default 1 GiB.
+  std::size_t mpi_ipc_window{std::size_t{1} << 30};
   /// SPILLWAY_MPI_IPC_SLOT: the slot size of that window, the piece in which device buffers
-  /// move through it; default 64 MiB (16 MiB pieces reached 0.90x NCCL on 4 GiB messages,
-  /// 64 MiB 1.00x: bench/NOTES.md).
-  std::size_t mpi_ipc_slot{std::size_t{64} << 20};
+  /// move through it; default 256 MiB (16 MiB pieces reached 0.90x NCCL on 4 GiB messages,
+  /// 64 MiB 1.00x; in the 20 GiB shuffle, 4 slots of 256 MiB beat 8 of 64 MiB by ~10%:
+  /// bench/NOTES.md).
+  std::size_t mpi_ipc_slot{std::size_t{256} << 20};
   /// SPILLWAY_LOG_LEVEL: none | error | warn | info | debug | trace; default warn.
   LogLevel log_level{LogLevel::warn};
 };
