@@ -124,8 +124,8 @@ struct Shuffler::Impl {
   /// column of each source's chunk of `d`.
   template <typename Fn>
   void for_each_piece(const DirectPartition& d, Fn&& fn);
-  /// Copies this rank's own chunk of `d` into its final buffer (GPU copies on the resource's
-  /// stream, recorded in d.copied).
+  /// Copies this rank's own chunk of `d` into its final buffer (GPU copies on own_stream,
+  /// recorded in d.copied).
   void copy_own(DirectPartition& d);
   /// Reserves memory for an incoming payload in the first tier with room; nullopt while there
   /// is none (for up to the communicator's timeout, then out_of_memory).
@@ -206,6 +206,10 @@ struct Shuffler::Impl {
   std::deque<std::pair<Rank, std::unique_ptr<Buffer>>> direct_out;  // under `mutex`
   std::vector<std::unique_ptr<Future>> direct_sends;                // the progress thread's
   bool direct_started{false};                                       // the progress thread's
+  /// The progress thread's stream for copying this rank's own direct chunks: kept off the
+  /// resource's stream, so that transfers posted later (whose start waits for what that
+  /// stream holds) do not wait for them.
+  std::optional<OwningStream> own_stream;
 
   static std::size_t send_budget_of(const BufferResource& b) {
     std::size_t budget = unlimited_bytes;
@@ -338,6 +342,7 @@ void Shuffler::Impl::post_direct() {
     if (!joined || finishes != n) return;  // the sizes are not all known yet
   }
   direct_started = true;
+  std::vector<DirectPartition*> posted;
   for (auto& [pid, d] : direct) {
     if (d.posted) continue;
     if (!d.buffer) {
@@ -355,7 +360,7 @@ void Shuffler::Impl::post_direct() {
       }
       d.layout = detail::make_layout(schema_of(schema), rows, {});
       auto res = reserve_landing(d.layout.payload_size);
-      if (!res) return;  // later partitions wait too: each sender sends in partition order
+      if (!res) break;  // later partitions wait too: each sender sends in partition order
       d.buffer = br.allocate(*res, d.layout.payload_size, br.stream());
     }
     const bool on_host =
@@ -367,8 +372,11 @@ void Shuffler::Impl::post_direct() {
           comm.recv(src, tag(stage_direct), BufferResource::view(*d.buffer, at, bytes)));
     });
     d.posted = true;
-    copy_own(d);  // while the peers' bytes move
+    posted.push_back(&d);
   }
+  // Then this rank's own chunks, while the peers' bytes move (after every receive was posted,
+  // so that no transfer waits for them).
+  for (DirectPartition* d : posted) copy_own(*d);
 }
 
 template <typename Fn>
@@ -394,11 +402,17 @@ void Shuffler::Impl::copy_own(DirectPartition& d) {
       if (br.is_live(MemoryType::DEVICE)) br.stream().synchronize();  // pinned: GPU writes
       std::memcpy(d.buffer->data() + at, from.data(), bytes);
     } else {
-      cuda::memcpy_async(d.buffer->data() + at, from.data(), bytes, br.stream());
-      gpu_copy = true;
+      if (!gpu_copy) {  // on a stream of its own, after what the resource's stream holds now
+        if (!own_stream) own_stream.emplace();
+        Event queued;
+        queued.record(br.stream());
+        queued.wait_on(own_stream->view());
+        gpu_copy = true;
+      }
+      cuda::memcpy_async(d.buffer->data() + at, from.data(), bytes, own_stream->view());
     }
   });
-  if (gpu_copy) d.copied.record(br.stream());
+  if (gpu_copy) d.copied.record(own_stream->view());
 }
 
 void Shuffler::Impl::complete_direct() {
@@ -511,6 +525,12 @@ Shuffler::~Shuffler() {
   try {
     impl_->comm.progress_thread().remove_function(impl_->function);
   } catch (...) {  // the error was already handed to wait_any, or nobody asked
+  }
+  if (impl_->own_stream) {  // an abandoned shuffle's copies into buffers that now go
+    try {
+      impl_->own_stream->view().synchronize();
+    } catch (...) {
+    }
   }
   impl_->br.statistics().add("event-loop-total", 0, impl_->loop_seconds, impl_->loop_calls);
 }
