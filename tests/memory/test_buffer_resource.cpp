@@ -184,6 +184,35 @@ TYPED_TEST(TierConformance, ConcurrentUseStaysUnderTheLimit) {
   EXPECT_EQ(br.used(t), 0u);
 }
 
+// A view borrows bytes of a buffer: same tier and pointer, nothing reserved, nothing freed;
+// it keeps what it was given alive.
+TYPED_TEST(TierConformance, ViewsBorrowWithoutCharging) {
+  BufferResource br(test::small_config(this->dir_.path()));
+  constexpr MemoryType t = TestFixture::tier;
+  SPILLWAY_SKIP_UNLESS_LIVE(br, t);
+  if (t == MemoryType::DISK) {
+    auto host = br.allocate(MemoryType::HOST, KiB);
+    auto disk = br.move(std::move(host), MemoryType::DISK);
+    EXPECT_THROW((void)BufferResource::view(*disk, 0, 1), logic_error);
+    return;
+  }
+  std::shared_ptr<const Buffer> parent(br.allocate(t, MiB));
+  const std::size_t used = br.used(t);
+  auto v = BufferResource::view(*parent, 4 * KiB, 8 * KiB, parent);
+  EXPECT_TRUE(v->is_view());
+  EXPECT_FALSE(parent->is_view());
+  EXPECT_EQ(v->mem_type(), t);
+  EXPECT_EQ(v->size(), 8 * KiB);
+  EXPECT_EQ(v->data(), parent->data() + 4 * KiB);
+  EXPECT_EQ(br.used(t), used);
+  EXPECT_THROW((void)BufferResource::view(*parent, MiB - 1, 2), logic_error);
+  EXPECT_THROW((void)BufferResource::view(*parent, MiB + 1, 0), logic_error);
+  parent.reset();  // the view holds it
+  EXPECT_EQ(br.used(t), used);
+  v.reset();
+  EXPECT_EQ(br.used(t), used - MiB);
+}
+
 TEST(BufferResource, AbsentTiersAreAClearError) {
   TempDir dir;
   auto cfg = test::small_config(dir.path());

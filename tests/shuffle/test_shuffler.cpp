@@ -281,3 +281,48 @@ TEST(Shuffler, CorruptMessagesAreRejected) {
     EXPECT_NE(std::string(e.what()).find("corrupt shuffle chunk"), std::string::npos) << e.what();
   }
 }
+
+// Direct chunks are announced in the finish message: metadata that does not parse, and a
+// direct chunk that its chunk counts do not account for, fail the shuffle with the reason.
+TEST(Shuffler, CorruptDirectChunksAreRejected) {
+  auto finish = [](std::uint64_t counted, std::vector<std::uint8_t> metadata) {
+    std::vector<std::uint8_t> m;
+    auto put = [&](auto v) {
+      for (std::size_t i = 0; i < sizeof v; ++i)
+        m.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+    };
+    put(std::uint32_t{0x4E465053});  // "SPFN"
+    put(std::uint32_t{1});           // one count: partition 0
+    put(std::uint32_t{0});
+    put(counted);
+    put(std::uint32_t{1});  // one direct chunk of partition 0
+    put(std::uint32_t{0});
+    put(std::uint64_t{64});
+    put(static_cast<std::uint32_t>(metadata.size()));
+    m.insert(m.end(), metadata.begin(), metadata.end());
+    return m;
+  };
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  RandomTableOptions o;
+  o.rows = 16;
+  o.types = {TypeId::INT32};
+  const Table t = random_table(o, br);
+  PackedData good = pack(t.view(), br);
+  const std::pair<std::vector<std::uint8_t>, const char*> cases[] = {
+      {finish(1, {1, 2, 3}), "corrupt packed metadata"},
+      {finish(0, good.metadata), "do not account for"},
+  };
+  for (const auto& [message, expected] : cases) {
+    auto comms = LocalCommunicator::create(2);
+    Shuffler s(*comms[0], 1, 2, br);
+    s.insert_finished();
+    comms[1]->send_message(message, 0, Tag{1, 2});
+    try {
+      (void)s.wait_any(std::chrono::seconds(10));
+      ADD_FAILURE() << "accepted: " << expected;
+    } catch (const corrupt_data_error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  }
+}

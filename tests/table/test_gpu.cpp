@@ -399,3 +399,24 @@ TEST_F(GpuTable, UnpackAndConcatBringsChunksUpFromEveryTier) {
   expect_same_bytes(on_host(out).view(), h.view());
   EXPECT_EQ(gpu::checksum(out.view(), br, stream), checksum(h.view()));
 }
+
+// One chunk (a shuffle's direct partition) is not copied: the columns view its payload,
+// strings and masks included; a host chunk comes up to DEVICE first.
+TEST_F(GpuTable, UnpackAndConcatOfOneChunkViewsItsPayload) {
+  const Table h = host_table(3000, 0.2);
+  for (const MemoryType tier : {MemoryType::DEVICE, MemoryType::HOST}) {
+    auto parts = gpu::split_and_pack(on_device(h).view(), {}, br, stream);
+    parts[0].payload = br.move(std::move(parts[0].payload), tier, stream);
+    stream.view().synchronize();
+    const std::size_t used = br.used(MemoryType::DEVICE);
+    const Table out = gpu::unpack_and_concat(std::move(parts), br, stream);
+    for (std::size_t c = 0; c < out.num_columns(); ++c) {
+      EXPECT_TRUE(out.column(c).data().is_view()) << "column " << c;
+      EXPECT_EQ(out.column(c).data().mem_type(), MemoryType::DEVICE);
+    }
+    if (tier == MemoryType::DEVICE) {
+      EXPECT_EQ(br.used(MemoryType::DEVICE), used);
+    }
+    expect_same_bytes(on_host(out).view(), h.view());
+  }
+}

@@ -9,6 +9,8 @@
 
 #include <random>
 
+#include <optional>
+
 using namespace spillway;
 
 namespace {
@@ -94,6 +96,25 @@ TEST(Concat, UnpackAndConcatReadsSpilledChunksBack) {
   parts[1].payload = br.move(std::move(parts[1].payload), MemoryType::DISK);
   Table back = unpack_and_concat(std::move(parts), br);
   test::expect_tables_equal(t.view(), back.view());
+}
+
+// A single chunk is not copied: the table's columns are views that hold the payload, whose
+// memory stays counted until the last of them goes.
+TEST(Concat, OneChunkIsViewedNotCopied) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  Table t = mixed_table(br, 500, 0.3);
+  auto parts = split_and_pack(t.view(), {}, br);
+  const std::size_t used = br.used(MemoryType::HOST);
+  const std::size_t payload = parts[0].payload->size();
+  std::optional<Table> back(unpack_and_concat(std::move(parts), br));
+  EXPECT_EQ(br.used(MemoryType::HOST), used);
+  for (std::size_t c = 0; c < back->num_columns(); ++c) {
+    EXPECT_TRUE(back->column(c).data().is_view()) << "column " << c;
+  }
+  test::expect_tables_equal(t.view(), back->view());
+  back.reset();
+  EXPECT_EQ(br.used(MemoryType::HOST), used - payload);
 }
 
 TEST(Concat, SchemaMismatchIsAnError) {
