@@ -4,6 +4,10 @@
 // Each rank makes -p input tables of -n/-p rows and -c int32 columns, partitions each into
 // -o x nranks partitions (hashing column 0, or splitting at even row bounds with -g), inserts
 // them into a Shuffler and extracts its own partitions, unpacking and concatenating each one.
+// With one input table per rank (-p 1) the rank's input goes in as direct chunks
+// (Shuffler::insert_finished with the data: with -g straight from the table's row ranges,
+// without packing; hashed, the packed partitions), which land in each partition's final buffer,
+// so extracting a partition copies nothing; --no-direct inserts packed chunks instead.
 // Every run is validated: per partition, the order-independent checksums of what the ranks
 // inserted and of what the owners extracted, summed over ranks, must agree.
 //

@@ -594,9 +594,9 @@ void Shuffler::Impl::finish(std::map<PartID, DirectChunk> chunks) {
     cv.notify_all();
   }
   for (Rank r = 0; r < n; ++r) {
-    if (r != me)
-      comm.send_message(detail::encode_finish(msgs[static_cast<std::size_t>(r)]), r,
-                        tag(stage_finish));
+    if (r == me) continue;
+    comm.send_message(detail::encode_finish(msgs[static_cast<std::size_t>(r)]), r,
+                      tag(stage_finish));
   }
 }
 
@@ -610,13 +610,18 @@ void Shuffler::insert_finished(std::unordered_map<PartID, PackedData>&& chunks) 
     std::lock_guard lock(s.mutex);
     SPILLWAY_EXPECTS(!s.inserts_done, "insert_finished() called twice");
   }
-  std::unordered_map<PartID, PackedData> plain;
-  std::map<PartID, Impl::DirectChunk> direct;
+  // Every chunk is checked before any is taken, so that a bad one leaves them all with the caller.
+  std::map<PartID, detail::PackLayout> layouts;
   for (auto& [pid, data] : chunks) {
     SPILLWAY_EXPECTS(pid < s.total, "insert_finished: partition " + std::to_string(pid) + " of " +
                                         std::to_string(s.total));
     SPILLWAY_EXPECTS(data.payload != nullptr, "insert_finished: a chunk without a payload");
-    auto layout = detail::decode(data.metadata, data.payload->size());
+    layouts.emplace(pid, detail::decode(data.metadata, data.payload->size()));
+  }
+  std::unordered_map<PartID, PackedData> plain;
+  std::map<PartID, Impl::DirectChunk> direct;
+  for (auto& [pid, layout] : layouts) {
+    PackedData& data = chunks.at(pid);
     if (!direct_ok(layout) || data.payload->mem_type() == MemoryType::DISK) {
       plain.emplace(pid, std::move(data));
       continue;

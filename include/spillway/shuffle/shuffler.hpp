@@ -57,8 +57,8 @@ class Shuffler {
   void insert_finished();
   /// insert(chunks) then insert_finished(), except that each chunk of fixed-width columns
   /// without masks is sent as a direct chunk (see above). The others go as insert() sends them.
-  /// @throws spillway::logic_error as insert() and insert_finished() do, or for metadata that
-  ///         does not describe its payload
+  /// @throws spillway::logic_error as insert() and insert_finished() do;
+  ///         spillway::corrupt_data_error for metadata that does not describe its payload
   void insert_finished(std::unordered_map<PartID, PackedData>&& chunks);
   /// This rank's whole input as one table whose rows are grouped by partition: partition p is
   /// rows [offsets[p], offsets[p + 1]), so `offsets` has total_partitions + 1 entries, from 0
