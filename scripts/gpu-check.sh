@@ -85,7 +85,7 @@ if [ "$only" = all ] || [ "$only" = shuffle ]; then
   # chunks (the default at -p 1) and with packed chunks (--no-direct), -C mpi under mpirun;
   # then the spill sweep (kept as one archive).
   gpus=$(nvidia-smi -L | wc -l)
-  $MPIRUN -np 2 "$B/tests/test_shuffle_mpi" > "$OUT/test_shuffle_mpi_np2.log" 2>&1 \
+  $MPIRUN -np 2 "$B/tests/test_shuffle_mpi" --gtest_color=no > "$OUT/test_shuffle_mpi_np2.log" 2>&1 \
     || { fail=1; tail -40 "$OUT/test_shuffle_mpi_np2.log"; }
   summary+=("$(printf '%-40s passed=%s' "test_shuffle_mpi (mpirun -np 2)" \
     "$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/test_shuffle_mpi_np2.log" | head -1)")")
