@@ -343,7 +343,9 @@ void Shuffler::Impl::post_direct() {
   }
   direct_started = true;
   std::vector<DirectPartition*> posted;
-  for (auto& [pid, d] : direct) {
+  for (auto& entry : direct) {  // (not a structured binding: the lambda below captures it)
+    const PartID pid = entry.first;
+    DirectPartition& d = entry.second;
     if (d.posted) continue;
     if (!d.buffer) {
       std::sort(d.sources.begin(), d.sources.end(),
