@@ -127,6 +127,12 @@ struct Shuffler::Impl {
   /// Copies this rank's own chunk of `d` into its final buffer (GPU copies on own_stream,
   /// recorded in d.copied).
   void copy_own(DirectPartition& d);
+  /// Counts `bytes` received into `landing` as recv-into-host-memory when that is not the GPU.
+  void count_landing(const Buffer& landing, std::size_t bytes) {
+    if (landing.mem_type() != MemoryType::DEVICE && br.is_live(MemoryType::DEVICE)) {
+      br.statistics().add_bytes("recv-into-host-memory", static_cast<double>(bytes));
+    }
+  }
   /// Reserves memory for an incoming payload in the first tier with room; nullopt while there
   /// is none (for up to the communicator's timeout, then out_of_memory).
   std::optional<MemoryReservation> reserve_landing(std::size_t bytes);
@@ -196,10 +202,10 @@ struct Shuffler::Impl {
     std::vector<std::pair<Rank, detail::PackLayout>> sources;
     std::optional<DirectChunk> own;  // this rank's chunk, copied in by post_direct
     detail::PackLayout layout;       // the final buffer's
-    std::unique_ptr<Buffer> buffer;  // declared before `receives`, which write into it
+    std::unique_ptr<Buffer> buffer;  // set when its receives are posted; before `receives`,
+                                     // which write into it
     std::vector<std::unique_ptr<Future>> receives;
     Event copied;  // this rank's own chunk copied in (GPU copies)
-    bool posted{false};
   };
   // Filled under `mutex` until every rank has finished; then used by the progress thread only.
   std::map<PartID, DirectPartition> direct;
@@ -293,9 +299,7 @@ void Shuffler::Impl::post_receives() {
     auto res = reserve_landing(h.payload_bytes);
     if (!res) return;
     auto buf = br.allocate(*res, h.payload_bytes, br.stream());
-    if (buf->mem_type() != MemoryType::DEVICE && br.is_live(MemoryType::DEVICE)) {
-      br.statistics().add_bytes("recv-into-host-memory", static_cast<double>(h.payload_bytes));
-    }
+    count_landing(*buf, h.payload_bytes);
     receives.push_back({comm.recv(deferred.front().source, tag(stage_payload), std::move(buf)),
                         h.pid, std::move(h.metadata)});
     deferred.pop_front();
@@ -346,34 +350,29 @@ void Shuffler::Impl::post_direct() {
   for (auto& entry : direct) {  // (not a structured binding: the lambda below captures it)
     const PartID pid = entry.first;
     DirectPartition& d = entry.second;
-    if (d.posted) continue;
-    if (!d.buffer) {
-      std::sort(d.sources.begin(), d.sources.end(),
-                [](const auto& a, const auto& b) { return a.first < b.first; });
-      const auto& [first, schema] = d.sources.front();
-      std::uint64_t rows = 0;
-      for (const auto& [r, l] : d.sources) {
-        if (!same_schema(l, schema)) {
-          throw corrupt_data_error("spillway: partition " + std::to_string(pid) + ": rank " +
-                                   std::to_string(r) + "'s chunk has other columns than rank " +
-                                   std::to_string(first) + "'s");
-        }
-        rows += l.num_rows;
+    if (d.buffer) continue;  // allocated and posted already
+    std::sort(d.sources.begin(), d.sources.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    const auto& [first, schema] = d.sources.front();
+    std::uint64_t rows = 0;
+    for (const auto& [r, l] : d.sources) {
+      if (!same_schema(l, schema)) {
+        throw corrupt_data_error("spillway: partition " + std::to_string(pid) + ": rank " +
+                                 std::to_string(r) + "'s chunk has other columns than rank " +
+                                 std::to_string(first) + "'s");
       }
-      d.layout = detail::make_layout(schema_of(schema), rows, {});
-      auto res = reserve_landing(d.layout.payload_size);
-      if (!res) break;  // later partitions wait too: each sender sends in partition order
-      d.buffer = br.allocate(*res, d.layout.payload_size, br.stream());
+      rows += l.num_rows;
     }
-    const bool on_host =
-        d.buffer->mem_type() != MemoryType::DEVICE && br.is_live(MemoryType::DEVICE);
+    d.layout = detail::make_layout(schema_of(schema), rows, {});
+    auto res = reserve_landing(d.layout.payload_size);
+    if (!res) break;  // later partitions wait too: each sender sends in partition order
+    d.buffer = br.allocate(*res, d.layout.payload_size, br.stream());
     for_each_piece(d, [&](Rank src, std::size_t, std::size_t at, std::size_t bytes) {
       if (src == me) return;
-      if (on_host) br.statistics().add_bytes("recv-into-host-memory", static_cast<double>(bytes));
+      count_landing(*d.buffer, bytes);
       d.receives.push_back(
           comm.recv(src, tag(stage_direct), BufferResource::view(*d.buffer, at, bytes)));
     });
-    d.posted = true;
     posted.push_back(&d);
   }
   // Then this rank's own chunks, while the peers' bytes move (after every receive was posted,
@@ -397,11 +396,13 @@ void Shuffler::Impl::for_each_piece(const DirectPartition& d, Fn&& fn) {
 void Shuffler::Impl::copy_own(DirectPartition& d) {
   if (!d.own) return;
   bool gpu_copy = false;
+  bool synced = !br.is_live(MemoryType::DEVICE);
   for_each_piece(d, [&](Rank src, std::size_t c, std::size_t at, std::size_t bytes) {
     if (src != me) return;
     const Buffer& from = *d.own->columns[c];
     if (is_host_accessible(from.mem_type()) && is_host_accessible(d.buffer->mem_type())) {
-      if (br.is_live(MemoryType::DEVICE)) br.stream().synchronize();  // pinned: GPU writes
+      if (!synced) br.stream().synchronize();  // pinned memory: GPU writes still queued
+      synced = true;
       std::memcpy(d.buffer->data() + at, from.data(), bytes);
     } else {
       if (!gpu_copy) {  // on a stream of its own, after what the resource's stream holds now
@@ -427,7 +428,7 @@ void Shuffler::Impl::complete_direct() {
       br.statistics().add_bytes("shuffle-payload-recv", static_cast<double>(f->request().bytes));
       return true;
     });
-    if (!d.posted || !d.receives.empty() || !d.copied.is_complete()) {
+    if (!d.buffer || !d.receives.empty() || !d.copied.is_complete()) {
       ++it;
       continue;
     }
