@@ -18,6 +18,8 @@
 #if SPILLWAY_HAS_MPI
 #include <mpi.h>
 #include <spillway/comm/mpi_world.hpp>
+
+#include "alltoallv.hpp"
 #endif
 #if SPILLWAY_BENCH_NCCL
 #include <cuda_runtime_api.h>
@@ -227,39 +229,20 @@ void report(const char* what, const Options& o, int nranks, const std::vector<do
 }
 
 #if SPILLWAY_HAS_MPI
-/// MPI_Alltoallv of the same bytes per peer (one block of ops x size), host memory. MPI counts
-/// are ints: blocks of 2 GiB and more go as a contiguous type of a power-of-two unit. Empty
-/// when no unit fits (the caller says so).
+/// MPI_Alltoallv of the same bytes per peer (one block of ops x size, none to itself, as
+/// above), host memory: the slowest rank's seconds per timed run; empty when the counts do
+/// not fit MPI's int counts (the caller says so).
 std::vector<double> alltoallv(const Options& o, int nranks, int me) {
-  const std::size_t block = o.size * static_cast<std::size_t>(o.ops);
-  const auto total = block * static_cast<std::size_t>(nranks);
-  std::size_t unit = 1;
-  while (total / unit > static_cast<std::size_t>(INT32_MAX) && block % (unit * 2) == 0) unit *= 2;
-  if (total / unit > static_cast<std::size_t>(INT32_MAX)) return {};
-  MPI_Datatype type = MPI_BYTE;
-  if (unit > 1) {
-    MPI_Type_contiguous(static_cast<int>(unit), MPI_BYTE, &type);
-    MPI_Type_commit(&type);
-  }
-  std::vector<char> send(total, 1);
-  std::vector<char> recv(send.size(), 0);
-  const int count = static_cast<int>(block / unit);
-  std::vector<int> counts(static_cast<std::size_t>(nranks), count);
-  std::vector<int> displs(static_cast<std::size_t>(nranks));
-  for (int p = 0; p < nranks; ++p) displs[static_cast<std::size_t>(p)] = count * p;
-  counts[static_cast<std::size_t>(me)] = 0;  // nothing to itself, as above
+  std::vector<std::size_t> counts(static_cast<std::size_t>(nranks),
+                                  o.size * static_cast<std::size_t>(o.ops));
+  counts[static_cast<std::size_t>(me)] = 0;
+  tools::Alltoallv a2a(counts);
   std::vector<double> slowest;
+  if (!a2a.fits()) return slowest;
   for (int run = 0; run < o.warmups + o.runs; ++run) {
-    MPI_Barrier(mpi::world());
-    const auto t0 = Clock::now();
-    const int rc = MPI_Alltoallv(send.data(), counts.data(), displs.data(), type, recv.data(),
-                                 counts.data(), displs.data(), type, mpi::world());
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (rc != MPI_SUCCESS) throw comm_error("MPI_Alltoallv failed (baseline)");
-    MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, mpi::world());
+    const double s = a2a.run();
     if (run >= o.warmups) slowest.push_back(s);
   }
-  if (unit > 1) MPI_Type_free(&type);
   return slowest;
 }
 #endif

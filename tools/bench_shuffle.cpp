@@ -22,6 +22,10 @@
 // no rank's untimed work slows another's timed work; with a host limit both happen inside,
 // their time taken out. Local throughput: this rank's input bytes over its time; global: all
 // ranks' bytes over the slowest rank's time.
+//
+// Peer: under -C mpi on host memory, each run is followed by an MPI_Alltoallv of the same
+// bytes (each rank's rows for each owner, its own included, in one host buffer), printed
+// with its medians and the ratio of global throughputs (--no-baseline skips it).
 #include <spillway/comm/bootstrap.hpp>
 #include <spillway/comm/local.hpp>
 #include <spillway/comm/mpi.hpp>
@@ -50,6 +54,9 @@
 #include <thread>
 #include <vector>
 
+#if SPILLWAY_HAS_MPI
+#include "alltoallv.hpp"
+#endif
 #include "cli.hpp"
 #include "timeline.hpp"
 
@@ -81,6 +88,7 @@ struct Options {
   bool overlap{false};
   bool no_direct{false};
   bool timeline{false};
+  bool no_baseline{false};
   std::string json;
 };
 
@@ -112,6 +120,7 @@ struct Options {
       "  --no-direct     with -p 1: insert the packed chunks, then insert_finished(), rather\n"
       "                  than direct chunks (Shuffler::insert_finished with the data)\n"
       "  --timeline      print when each step of the last run ended, per rank\n"
+      "  --no-baseline   skip the MPI_Alltoallv of the same bytes after each run (-C mpi, CPU)\n"
       "  --json FILE     all figures, statistics and the profile as JSON (rank 0 writes)\n"
       "  -h              this help\n");
 }
@@ -122,12 +131,16 @@ Options parse(int argc, char** argv) {
   auto number = [&](int& i, long long min, long long max = 1LL << 50) {
     return cli::number(argc, argv, i, min, max, usage);
   };
-  const std::map<std::string, bool Options::*> switches{
-      {"-L", &Options::no_pinned},         {"-g", &Options::pre_partitioned},
-      {"-s", &Options::discard},           {"-b", &Options::no_overbooking},
-      {"-x", &Options::profile},           {"--cpu", &Options::cpu},
-      {"--overlap", &Options::overlap},    {"--timeline", &Options::timeline},
-      {"--no-direct", &Options::no_direct}};
+  const std::map<std::string, bool Options::*> switches{{"-L", &Options::no_pinned},
+                                                        {"-g", &Options::pre_partitioned},
+                                                        {"-s", &Options::discard},
+                                                        {"-b", &Options::no_overbooking},
+                                                        {"-x", &Options::profile},
+                                                        {"--cpu", &Options::cpu},
+                                                        {"--overlap", &Options::overlap},
+                                                        {"--timeline", &Options::timeline},
+                                                        {"--no-direct", &Options::no_direct},
+                                                        {"--no-baseline", &Options::no_baseline}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (const auto sw = switches.find(a); sw != switches.end()) {
@@ -306,6 +319,9 @@ class Bench {
       if (!problem.empty()) ++failed;
       if (print) print_run(all, i < o_.warmups, problem);
       if (i >= o_.warmups) runs.push_back(std::move(all));
+      if (const double s = run_baseline(mine, total); s > 0 && i >= o_.warmups) {
+        baseline_.push_back(s);
+      }
     }
     // Every rank's statistics, for the JSON file.
     const auto stats = coll_.allgather([&] {
@@ -326,6 +342,29 @@ class Bench {
  private:
   [[nodiscard]] double input_bytes() const { return double(o_.rows) * double(o_.columns) * 4; }
 
+  /// The peer of a -C mpi run on the CPU: one MPI_Alltoallv of the bytes this run's input
+  /// sent to each owner (its rows times the row width), own block included. Its seconds (the
+  /// slowest rank's), or 0 where there is none. Collective.
+  double run_baseline([[maybe_unused]] const RunResult& mine, [[maybe_unused]] std::size_t total) {
+#if SPILLWAY_HAS_MPI
+    if (o_.comm != "mpi" || gpu_ || o_.no_baseline) return 0;
+    if (!a2a_) {
+      std::vector<std::size_t> counts(static_cast<std::size_t>(comm_.nranks()), 0);
+      for (std::size_t p = 0; p < total; ++p) {
+        const Rank owner = partition_owner::round_robin(static_cast<PartID>(p), comm_.nranks());
+        counts[static_cast<std::size_t>(owner)] += mine.in[p].rows * o_.columns * 4;
+      }
+      a2a_ = std::make_unique<tools::Alltoallv>(counts);
+      if (!a2a_->fits() && comm_.rank() == 0) {
+        std::cout << "MPI_Alltoallv: skipped (these counts do not fit MPI's int counts)\n";
+      }
+    }
+    return a2a_->fits() ? a2a_->run() : 0;
+#else
+    return 0;
+#endif
+  }
+
   /// On a limited GPU, the room kept free for this rank's own coming data before it packs
   /// input table `next` (of -p; -p when all are in), so that incoming chunks land on the host
   /// rather than being spilled later to make that room: its share of the tables still to
@@ -339,7 +378,9 @@ class Bench {
         local / comm_.nranks() * double(o_.in_parts - next) / double(o_.in_parts);
     br_.set_headroom(MemoryType::DEVICE, static_cast<std::size_t>(own_to_come + work));
   }
-  [[nodiscard]] MemoryType top() const { return gpu_ ? MemoryType::DEVICE : MemoryType::HOST; }
+  [[nodiscard]] MemoryType top() const {
+    return gpu_ ? MemoryType::DEVICE : MemoryType::HOST;
+  }
 
   TableChecksum checksum_of(const TableView& t) {
     return gpu_ ? gpu::checksum(t, br_, br_.stream()) : spillway::checksum(t);
@@ -416,7 +457,9 @@ class Bench {
   /// Whether the whole input goes in as direct chunks (Shuffler::insert_finished with the
   /// data): straight from the input table with -g, else the packed partitions. Only with one
   /// input table per rank, which is then this rank's whole input.
-  [[nodiscard]] bool direct() const { return o_.in_parts == 1 && !o_.overlap && !o_.no_direct; }
+  [[nodiscard]] bool direct() const {
+    return o_.in_parts == 1 && !o_.overlap && !o_.no_direct;
+  }
 
   /// Every rank's --timeline of the run, printed by rank 0.
   void print_timeline(const tools::Timeline& timeline) {
@@ -632,6 +675,13 @@ class Bench {
     std::cout << "medians: elapsed " << fixed(cli::median(mine), 4)
               << " sec | local throughput: " << rate(input_bytes(), cli::median(mine))
               << " | global throughput: " << rate(input_bytes() * n, cli::median(slowest)) << "\n";
+    if (!baseline_.empty()) {
+      const double base = cli::median(baseline_);
+      std::cout << "MPI_Alltoallv of the same bytes (own block included), after each run: median "
+                << fixed(base, 4) << " sec | global throughput: " << rate(input_bytes() * n, base)
+                << "\nratio shuffle / MPI_Alltoallv (global throughput, medians): "
+                << fixed(base / cli::median(slowest), 3) << "\n";
+    }
   }
 
   void write_json(const std::vector<std::vector<RunResult>>& runs,
@@ -650,7 +700,9 @@ class Bench {
       << ",\"input_bytes_per_rank\":" << input_bytes()
       << ",\"device_limit\":" << limit(MemoryType::DEVICE)
       << ",\"host_limit\":" << limit(MemoryType::HOST) << ",\"failed_runs\":" << failed
-      << ",\"runs\":[";
+      << ",\"alltoallv_seconds\":[";
+    for (std::size_t i = 0; i < baseline_.size(); ++i) f << (i ? "," : "") << baseline_[i];
+    f << "],\"runs\":[";
     for (std::size_t i = 0; i < runs.size(); ++i) {
       f << (i ? "," : "") << "[";
       for (std::size_t r = 0; r < runs[i].size(); ++r) {
@@ -672,6 +724,10 @@ class Bench {
   BufferResource& br_;
   const bool gpu_;
   Collective coll_;
+  std::vector<double> baseline_;  // MPI_Alltoallv's seconds per timed run (run_baseline)
+#if SPILLWAY_HAS_MPI
+  std::unique_ptr<tools::Alltoallv> a2a_;
+#endif
 };
 
 /// What to change when a limit was too small.
