@@ -834,7 +834,7 @@ std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& br) {
       tag_ub >= (1L << 26) - 1,
       "this MPI allows tags up to " + std::to_string(tag_ub) + "; spillway needs 2^26 - 1");
   st->br = &br;
-  if (br.is_live(MemoryType::DEVICE)) st->stream = OwningStream();
+  if (br.is_live(MemoryType::DEVICE)) st->stream = OwningStream(/*high_priority=*/true);
   st->ipc = std::make_unique<detail::IpcWindows>(st->comm, st->rank, st->size, br);
   SPILLWAY_LOG(info, "[rank " << st->rank << "] CUDA IPC windows of " << st->ipc->mapped_peers()
                               << " peers mapped");

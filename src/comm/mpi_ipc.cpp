@@ -41,7 +41,7 @@ IpcWindows::IpcWindows(MPI_Comm comm, int rank, int size, BufferResource& br)
       if (!charge_) throw comm_error("no room under the device limit");
       window_ = static_cast<std::byte*>(cuda::malloc_device(want * opts.mpi_ipc_slot));
       mine.handle = cuda::ipc_handle(window_);
-      push_stream_ = OwningStream();
+      push_stream_ = OwningStream(/*high_priority=*/true);
       mine.slots = want;
       mine.slot_bytes = slot_bytes_ = opts.mpi_ipc_slot;
     } catch (const std::exception& e) {

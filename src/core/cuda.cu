@@ -281,9 +281,14 @@ void memset_device(void* dst, int value, std::size_t bytes) {
   SPILLWAY_CUDA_TRY(cudaDeviceSynchronize());
 }
 
-void* stream_create() {
+void* stream_create(bool high_priority) {
+  int priority = 0;
+  if (high_priority) {
+    int least = 0;
+    SPILLWAY_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&least, &priority));
+  }
   cudaStream_t st = nullptr;
-  SPILLWAY_CUDA_TRY(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  SPILLWAY_CUDA_TRY(cudaStreamCreateWithPriority(&st, cudaStreamNonBlocking, priority));
   return st;
 }
 

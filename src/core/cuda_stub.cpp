@@ -79,7 +79,7 @@ void memcpy_async(void* /*dst*/, const void* /*src*/, std::size_t /*bytes*/, Str
 void memset_device(void* /*dst*/, int /*value*/, std::size_t /*bytes*/) {
   no_cuda("memset_device");
 }
-void* stream_create() {
+void* stream_create(bool /*high_priority*/) {
   no_cuda("stream_create");
 }
 void stream_destroy(void* /*stream*/) noexcept {}

@@ -8,8 +8,10 @@ void Stream::synchronize() const {
   if (cuda::is_available()) cuda::stream_synchronize(*this);
 }
 
-OwningStream::OwningStream() {
-  if (cuda::is_available()) stream_ = Stream{cuda::stream_create()};
+OwningStream::OwningStream() : OwningStream(false) {}
+
+OwningStream::OwningStream(bool high_priority) {
+  if (cuda::is_available()) stream_ = Stream{cuda::stream_create(high_priority)};
 }
 
 OwningStream::~OwningStream() {

@@ -70,7 +70,7 @@ void memcpy_async(void* dst, const void* src, std::size_t bytes, Stream stream);
 /// Synchronous memset of device memory (tests and benchmarks).
 void memset_device(void* dst, int value, std::size_t bytes);
 
-void* stream_create();
+void* stream_create(bool high_priority = false);
 void stream_destroy(void* stream) noexcept;
 void stream_synchronize(Stream stream);
 

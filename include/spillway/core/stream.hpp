@@ -29,6 +29,10 @@ class OwningStream {
  public:
   /// Creates a stream on the current device. @throws spillway::cuda_error
   OwningStream();
+  /// With `high_priority`, a stream of the device's greatest priority: its kernels (device to
+  /// device copies among them) are scheduled before those of other streams waiting for the
+  /// SMs, so that a transfer's copies are not held up behind long compute kernels.
+  explicit OwningStream(bool high_priority);
   /// Owns nothing: the default stream.
   explicit OwningStream(std::nullptr_t) noexcept {}
   ~OwningStream();
