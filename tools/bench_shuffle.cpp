@@ -23,9 +23,10 @@
 // their time taken out. Local throughput: this rank's input bytes over its time; global: all
 // ranks' bytes over the slowest rank's time.
 //
-// Peer: under -C mpi on host memory, each run is followed by an MPI_Alltoallv of the same
-// bytes (each rank's rows for each owner, its own included, in one host buffer), printed
-// with its medians and the ratio of global throughputs (--no-baseline skips it).
+// Peer: under -C mpi on host memory without a host limit, each run is followed by an
+// MPI_Alltoallv of the same bytes (each rank's rows for each owner, its own included, in one
+// host buffer), printed with its medians and the ratio of global throughputs (--no-baseline
+// skips it).
 #include <spillway/comm/bootstrap.hpp>
 #include <spillway/comm/local.hpp>
 #include <spillway/comm/mpi.hpp>
@@ -120,7 +121,8 @@ struct Options {
       "  --no-direct     with -p 1: insert the packed chunks, then insert_finished(), rather\n"
       "                  than direct chunks (Shuffler::insert_finished with the data)\n"
       "  --timeline      print when each step of the last run ended, per rank\n"
-      "  --no-baseline   skip the MPI_Alltoallv of the same bytes after each run (-C mpi, CPU)\n"
+      "  --no-baseline   skip the MPI_Alltoallv of the same bytes after each run (-C mpi, CPU,\n"
+      "                  no host limit)\n"
       "  --json FILE     all figures, statistics and the profile as JSON (rank 0 writes)\n"
       "  -h              this help\n");
 }
@@ -342,12 +344,14 @@ class Bench {
  private:
   [[nodiscard]] double input_bytes() const { return double(o_.rows) * double(o_.columns) * 4; }
 
-  /// The peer of a -C mpi run on the CPU: one MPI_Alltoallv of the bytes this run's input
+  /// The peer of a -C mpi run on the CPU without a host limit (its buffers hold a copy of
+  /// the data outside spillway's accounting): one MPI_Alltoallv of the bytes this run's input
   /// sent to each owner (its rows times the row width), own block included. Its seconds (the
   /// slowest rank's), or 0 where there is none. Collective.
   double run_baseline([[maybe_unused]] const RunResult& mine, [[maybe_unused]] std::size_t total) {
 #if SPILLWAY_HAS_MPI
     if (o_.comm != "mpi" || gpu_ || o_.no_baseline) return 0;
+    if (br_.limit(MemoryType::HOST) != unlimited_bytes) return 0;
     if (!a2a_) {
       std::vector<std::size_t> counts(static_cast<std::size_t>(comm_.nranks()), 0);
       for (std::size_t p = 0; p < total; ++p) {
