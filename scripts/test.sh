@@ -34,7 +34,7 @@ else
   run_preset cpu
 fi
 run_preset asan
-TSAN_OPTIONS="halt_on_error=1" run_preset tsan
+run_preset tsan  # TSAN_OPTIONS in the preset: halt on error, tests/tsan.supp
 
 step "fuzz: unpack (libFuzzer, ASan + UBSan, ${SPILLWAY_FUZZ_SECONDS:-30} s)"
 cmake --preset fuzz >/dev/null
