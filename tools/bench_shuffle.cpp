@@ -342,7 +342,9 @@ class Bench {
   }
 
  private:
-  [[nodiscard]] double input_bytes() const { return double(o_.rows) * double(o_.columns) * 4; }
+  /// Bytes per row: -c int32 columns.
+  [[nodiscard]] std::size_t row_bytes() const { return o_.columns * sizeof(std::int32_t); }
+  [[nodiscard]] double input_bytes() const { return double(o_.rows) * double(row_bytes()); }
 
   /// The peer of a -C mpi run on the CPU without a host limit (its buffers hold a copy of
   /// the data outside spillway's accounting): one MPI_Alltoallv of the bytes this run's input
@@ -356,7 +358,7 @@ class Bench {
       std::vector<std::size_t> counts(static_cast<std::size_t>(comm_.nranks()), 0);
       for (std::size_t p = 0; p < total; ++p) {
         const Rank owner = partition_owner::round_robin(static_cast<PartID>(p), comm_.nranks());
-        counts[static_cast<std::size_t>(owner)] += mine.in[p].rows * o_.columns * 4;
+        counts[static_cast<std::size_t>(owner)] += mine.in[p].rows * row_bytes();
       }
       a2a_ = std::make_unique<tools::Alltoallv>(counts);
       if (!a2a_->fits() && comm_.rank() == 0) {
