@@ -6,8 +6,10 @@
 // them into a Shuffler and extracts its own partitions, unpacking and concatenating each one.
 // With one input table per rank (-p 1) the rank's input goes in as direct chunks
 // (Shuffler::insert_finished with the data: with -g straight from the table's row ranges,
-// without packing; hashed, the packed partitions), which land in each partition's final buffer,
-// so extracting a partition copies nothing; --no-direct inserts packed chunks instead.
+// without packing; hashed, the table itself, which the Shuffler partitions a column at a time
+// while the first columns are sent, or with --pack-first the packed partitions), which land in
+// each partition's final buffer, so extracting a partition copies nothing; --no-direct inserts
+// packed chunks instead.
 // Every run is validated: per partition, the order-independent checksums of what the ranks
 // inserted and of what the owners extracted, summed over ranks, must agree.
 //
@@ -88,6 +90,7 @@ struct Options {
   bool cpu{false};
   bool overlap{false};
   bool no_direct{false};
+  bool pack_first{false};
   bool timeline{false};
   bool no_baseline{false};
   std::string json;
@@ -120,6 +123,8 @@ struct Options {
       "                  overlapping their transfer with packing the rest (more memory)\n"
       "  --no-direct     with -p 1: insert the packed chunks, then insert_finished(), rather\n"
       "                  than direct chunks (Shuffler::insert_finished with the data)\n"
+      "  --pack-first    hashed, with -p 1: pack every partition before any is sent, rather\n"
+      "                  than hand the table to the Shuffler to partition column by column\n"
       "  --timeline      print when each step of the last run ended, per rank\n"
       "  --no-baseline   skip the MPI_Alltoallv of the same bytes after each run (-C mpi, CPU,\n"
       "                  no host limit)\n"
@@ -142,6 +147,7 @@ Options parse(int argc, char** argv) {
                                                         {"--overlap", &Options::overlap},
                                                         {"--timeline", &Options::timeline},
                                                         {"--no-direct", &Options::no_direct},
+                                                        {"--pack-first", &Options::pack_first},
                                                         {"--no-baseline", &Options::no_baseline}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -191,6 +197,7 @@ Options parse(int argc, char** argv) {
   if (o.comm == "single") o.ranks = 1;
   if (o.in_parts > o.rows && o.rows > 0) usage("-p is larger than -n: input tables without rows");
   if (o.overlap && !o.pre_partitioned) usage("--overlap needs -g");
+  if (o.pack_first && o.pre_partitioned) usage("--pack-first is for hashed input (without -g)");
   return o;
 }
 
@@ -535,6 +542,12 @@ class Bench {
           std::vector<std::size_t> offsets;
           for (std::size_t p = 0; p <= total; ++p) offsets.push_back(input.num_rows() * p / total);
           shuffler.insert_finished(std::make_shared<const Table>(std::move(input)), offsets);
+          timeline.host("input " + std::to_string(i) + " inserted");
+          continue;
+        }
+        if (direct() && !o_.pack_first) {  // partitioned by the Shuffler, column by column
+          const std::size_t keys[] = {0};
+          shuffler.insert_finished(std::move(input), keys);
           timeline.host("input " + std::to_string(i) + " inserted");
           continue;
         }

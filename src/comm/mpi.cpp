@@ -228,11 +228,11 @@ class MpiRequest final : public detail::Request {
     stepped_ = mode_ != Mode::host;
     if (device || (headed_ && !is_send && buf.mem_type() == MemoryType::PINNED_HOST)) {
       // Copies run after what is queued on the buffer's stream now: its allocation (a
-      // receive) or the writes that made its contents (a send).
-      Event ready;
-      ready.record(buf.stream());
-      ready.wait_on(st_->stream);
-      if (headed_ && is_send && device) ready.wait_on(st_->ipc->push_stream());
+      // receive: the copies into it wait on the GPU) or the writes that make its contents (a
+      // send: its copies start once they are done, so that the shared streams do not hold
+      // other transfers behind writes that finish late, such as a column still being placed).
+      ready_.record(buf.stream());
+      if (!is_send) ready_.wait_on(st_->stream);
     }
     std::lock_guard lock(st_->progress_mutex);
     st_->posting[key_].push_back(this);
@@ -516,6 +516,7 @@ class MpiRequest final : public detail::Request {
       case Phase::free:
         if (next_ == total_) return;
         if (!is_send && !may_post(next_)) return;
+        if (is_send && !ready_.is_complete()) return;  // its contents are still being written
         sl.index = next_++;
         if (is_send) {
           if (length(sl.index) > 0) {
@@ -566,15 +567,20 @@ class MpiRequest final : public detail::Request {
   /// slot, and once a copy is done posts its notice (in grant order).
   void step_window_send() {
     for (;;) {  // grants
-      if (slot_msg_req_ == MPI_REQUEST_NULL) {
-        if (granted_ == total_) break;
-        post_small(slot_msg_, MpiState::grant_tag(tag), slot_msg_req_, false);
+      if (!grant_held_) {
+        if (slot_msg_req_ == MPI_REQUEST_NULL) {
+          if (granted_ == total_) break;
+          post_small(slot_msg_, MpiState::grant_tag(tag), slot_msg_req_, false);
+        }
+        if (!arrived<SlotMessage>(slot_msg_req_, "slot grant")) break;
+        if (slot_msg_.magic != SlotMessage::expected_magic || slot_msg_.index != granted_) {
+          fail("a corrupt slot grant (piece " + std::to_string(slot_msg_.index) + ", expected " +
+               std::to_string(granted_) + ")");
+        }
+        grant_held_ = true;
       }
-      if (!arrived<SlotMessage>(slot_msg_req_, "slot grant")) break;
-      if (slot_msg_.magic != SlotMessage::expected_magic || slot_msg_.index != granted_) {
-        fail("a corrupt slot grant (piece " + std::to_string(slot_msg_.index) + ", expected " +
-             std::to_string(granted_) + ")");
-      }
+      if (!ready_.is_complete()) break;  // its contents are still being written
+      grant_held_ = false;
       Lane& l = lanes_.emplace_back();
       l.msg = slot_msg_;
       l.phase = Lane::copying;
@@ -648,6 +654,7 @@ class MpiRequest final : public detail::Request {
 
   Buffer& buf_;
   std::shared_ptr<MpiState> st_;
+  Event ready_;        // the buffer's stream when posted
   const bool headed_;  // a window pair: a header comes first
   const PostKey key_;
   Mode mode_{Mode::host};
@@ -669,7 +676,8 @@ class MpiRequest final : public detail::Request {
   std::size_t next_{0};
   // window
   std::list<Lane> lanes_;
-  SlotMessage slot_msg_;  // the grant (send) or notice (receive) expected
+  bool grant_held_{false};  // a grant arrived, its copy waits for ready_
+  SlotMessage slot_msg_;    // the grant (send) or notice (receive) expected
   MPI_Request slot_msg_req_{MPI_REQUEST_NULL};
   std::size_t granted_{0};
   std::size_t noticed_{0};

@@ -324,13 +324,15 @@ std::unique_ptr<Buffer> BufferResource::allocate(MemoryType t, std::size_t bytes
 }
 
 std::unique_ptr<Buffer> BufferResource::view(const Buffer& of, std::size_t offset, std::size_t size,
-                                             std::shared_ptr<const void> keepalive) {
+                                             std::shared_ptr<const void> keepalive,
+                                             std::optional<Stream> stream) {
   SPILLWAY_EXPECTS(of.mem_type() != MemoryType::DISK, "a view of a DISK buffer");
   SPILLWAY_EXPECTS(offset <= of.size() && size <= of.size() - offset,
                    "a view of bytes [" + std::to_string(offset) + ", +" + std::to_string(size) +
                        ") of a " + std::to_string(of.size()) + "-byte buffer");
   auto* ptr = const_cast<std::byte*>(of.data()) + offset;  // NOLINT: see the declaration
-  std::unique_ptr<Buffer> out(new Buffer(*of.br_, of.type_, size, ptr, of.stream_));
+  std::unique_ptr<Buffer> out(
+      new Buffer(*of.br_, of.type_, size, ptr, stream.value_or(of.stream_)));
   out->view_ = true;
   out->keepalive_ = std::move(keepalive);
   return out;

@@ -4,6 +4,9 @@
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/memory/spillable_store.hpp>
+#include <spillway/stats/memory_profiler.hpp>
+#include <spillway/table/gpu.hpp>
+#include <spillway/table/partition.hpp>
 
 #include "../table/pack_format.hpp"
 #include "wire.hpp"
@@ -25,7 +28,13 @@ namespace {
 constexpr std::uint8_t stage_chunk = 0;
 constexpr std::uint8_t stage_payload = 1;
 constexpr std::uint8_t stage_finish = 2;
-constexpr std::uint8_t stage_direct = 3;  // the columns of direct chunks
+constexpr std::uint8_t stage_direct = 3;  // the columns of direct chunks (3 + column group)
+/// Column groups insert_finished places a table to hash in (see there): more start the first
+/// sends sooner, but each repeats the place pass's per-row work and the last ones finish
+/// every partition at about the same time. 20 GiB of 10 int32 columns per rank on 2 x H200
+/// (bench/NOTES.md): 3/4/5/10 groups gave 515/531/550/486 GiB/s (-C local), 5 and 10 gave
+/// 454 and 363 (-C mpi); 406 and 389 packing all partitions first.
+constexpr std::size_t place_groups = 5;
 
 /// Whether a chunk of this layout can go straight into its owner's final buffer: every
 /// column's rows are one run of bytes there (no mask bits or string offsets to shift).
@@ -33,6 +42,14 @@ bool direct_ok(const detail::PackLayout& l) {
   return std::all_of(l.columns.begin(), l.columns.end(), [](const detail::ColumnLayout& c) {
     return is_fixed_width(c.type) && !c.nullable;
   });
+}
+
+/// The group of column `c` of `columns` when a sender sends its direct chunks' columns in
+/// `groups` groups: each group's pieces carry the tag stage stage_direct + group, so that a
+/// group placed early need not wait behind one placed later (insert_finished of a table to
+/// hash), whatever order the owner posts its receives in.
+std::uint8_t group_of(std::size_t c, std::size_t columns, std::uint32_t groups) {
+  return static_cast<std::uint8_t>(c * groups / columns);
 }
 
 bool same_schema(const detail::PackLayout& a, const detail::PackLayout& b) {
@@ -67,7 +84,8 @@ struct Shuffler::Impl {
         n{c.nranks()},
         outgoing_store{b},
         incoming_store{b},
-        sent(static_cast<std::size_t>(c.nranks())) {
+        sent(static_cast<std::size_t>(c.nranks())),
+        direct_groups(static_cast<std::size_t>(c.nranks()), 1) {
     for (PartID pid = 0; pid < total; ++pid) {
       const Rank r = own(pid, n);
       SPILLWAY_EXPECTS(r >= 0 && r < n, "the partition owner gave rank " + std::to_string(r) +
@@ -78,6 +96,9 @@ struct Shuffler::Impl {
   }
 
   [[nodiscard]] Tag tag(std::uint8_t stage) const { return Tag{op, stage}; }
+  [[nodiscard]] Tag direct_tag(std::uint32_t group) const {
+    return tag(static_cast<std::uint8_t>(stage_direct + group));
+  }
 
   /// Under `mutex`.
   [[nodiscard]] bool complete(PartID pid) const {
@@ -112,9 +133,9 @@ struct Shuffler::Impl {
   void post_receives();
   void read_finishes();
   void complete_transfers();
-  /// insert_finished(): counts this rank's chunks per partition, queues `chunks` (direct) and
-  /// tells every rank.
-  void finish(std::map<PartID, DirectChunk> chunks);
+  /// insert_finished(): counts this rank's chunks per partition, queues `chunks` (direct; their
+  /// columns in `groups` groups, see group_of) and tells every rank.
+  void finish(std::map<PartID, DirectChunk> chunks, std::uint32_t groups = 1);
   /// Once every rank has finished: allocates each direct partition's final buffer, in
   /// partition order, and posts the receives into it (and copies this rank's own chunk in).
   void post_direct();
@@ -209,13 +230,24 @@ struct Shuffler::Impl {
   };
   // Filled under `mutex` until every rank has finished; then used by the progress thread only.
   std::map<PartID, DirectPartition> direct;
-  std::deque<std::pair<Rank, std::unique_ptr<Buffer>>> direct_out;  // under `mutex`
-  std::vector<std::unique_ptr<Future>> direct_sends;                // the progress thread's
-  bool direct_started{false};                                       // the progress thread's
+  struct DirectPiece {
+    Rank dst;
+    std::uint8_t group;
+    std::unique_ptr<Buffer> view;
+  };
+  std::deque<DirectPiece> direct_out;                 // under `mutex`
+  std::vector<std::uint32_t> direct_groups;           // per sender, under `mutex`
+  std::vector<std::unique_ptr<Future>> direct_sends;  // the progress thread's
+  bool direct_started{false};                         // the progress thread's
   /// The progress thread's stream for copying this rank's own direct chunks: kept off the
   /// resource's stream, so that transfers posted later (whose start waits for what that
   /// stream holds) do not wait for them.
   std::optional<OwningStream> own_stream;
+  /// The progress thread's stream for allocating direct partitions' final buffers: a receive
+  /// waits for what its buffer's stream holds, and the resource's stream may hold this rank's
+  /// own partitioning (insert_finished of a table to hash), which the peers' bytes need not
+  /// wait for.
+  std::optional<OwningStream> landing_stream;
 
   static std::size_t send_budget_of(const BufferResource& b) {
     std::size_t budget = unlimited_bytes;
@@ -231,16 +263,16 @@ struct Shuffler::Impl {
 
 void Shuffler::Impl::send_ready() {
   // Direct chunks' columns are views of memory their sender holds anyway (nothing to spill):
-  // they all go at once, in the order queued (partition, then column), which is the order
-  // their owner posts its receives in.
-  std::deque<std::pair<Rank, std::unique_ptr<Buffer>>> views;
+  // they all go at once, in the order queued (column group, then partition, then column);
+  // within each group that is the order their owner posts its receives in.
+  std::deque<DirectPiece> views;
   {
     std::lock_guard lock(mutex);
     views.swap(direct_out);
   }
-  for (auto& [dst, view] : views) {
-    br.statistics().add_bytes("shuffle-payload-send", static_cast<double>(view->size()));
-    direct_sends.push_back(comm.send(std::move(view), dst, tag(stage_direct)));
+  for (auto& p : views) {
+    br.statistics().add_bytes("shuffle-payload-send", static_cast<double>(p.view->size()));
+    direct_sends.push_back(comm.send(std::move(p.view), p.dst, direct_tag(p.group)));
   }
   for (;;) {
     Outgoing o;
@@ -335,6 +367,7 @@ void Shuffler::Impl::read_finishes() {
     std::lock_guard lock(mutex);
     for (const auto& [pid, c] : f.counts) expected[pid] += c;
     for (auto& [pid, l] : layouts) direct[pid].sources.emplace_back(msg->source, std::move(l));
+    direct_groups[static_cast<std::size_t>(msg->source)] = f.direct_groups;
     ++finishes;
     cv.notify_all();
   }
@@ -366,14 +399,27 @@ void Shuffler::Impl::post_direct() {
     d.layout = detail::make_layout(schema_of(schema), rows, {});
     auto res = reserve_landing(d.layout.payload_size);
     if (!res) break;  // later partitions wait too: each sender sends in partition order
-    d.buffer = br.allocate(*res, d.layout.payload_size, br.stream());
-    for_each_piece(d, [&](Rank src, std::size_t, std::size_t at, std::size_t bytes) {
-      if (src == me) return;
-      count_landing(*d.buffer, bytes);
-      d.receives.push_back(
-          comm.recv(src, tag(stage_direct), BufferResource::view(*d.buffer, at, bytes)));
-    });
+    if (!landing_stream) landing_stream.emplace();
+    d.buffer = br.allocate(*res, d.layout.payload_size, landing_stream->view());
     posted.push_back(&d);
+  }
+  // The receives, group by group (the order the senders' copies become ready in), each
+  // group's in partition order (as its sender sends it).
+  std::vector<std::uint32_t> groups;
+  {
+    std::lock_guard lock(mutex);
+    groups = direct_groups;
+  }
+  for (std::uint32_t g = 0; g < detail::max_direct_groups; ++g) {
+    for (DirectPartition* d : posted) {
+      for_each_piece(*d, [&](Rank src, std::size_t c, std::size_t at, std::size_t bytes) {
+        const std::size_t columns = d->layout.columns.size();
+        if (src == me || group_of(c, columns, groups[static_cast<std::size_t>(src)]) != g) return;
+        count_landing(*d->buffer, bytes);
+        d->receives.push_back(
+            comm.recv(src, direct_tag(g), BufferResource::view(*d->buffer, at, bytes)));
+      });
+    }
   }
   // Then this rank's own chunks, while the peers' bytes move (after every receive was posted,
   // so that no transfer waits for them).
@@ -397,6 +443,7 @@ void Shuffler::Impl::copy_own(DirectPartition& d) {
   if (!d.own) return;
   bool gpu_copy = false;
   bool synced = !br.is_live(MemoryType::DEVICE);
+  std::optional<Stream> waited;  // the last column stream own_stream waits for
   for_each_piece(d, [&](Rank src, std::size_t c, std::size_t at, std::size_t bytes) {
     if (src != me) return;
     const Buffer& from = *d.own->columns[c];
@@ -404,16 +451,24 @@ void Shuffler::Impl::copy_own(DirectPartition& d) {
       if (!synced) br.stream().synchronize();  // pinned memory: GPU writes still queued
       synced = true;
       std::memcpy(d.buffer->data() + at, from.data(), bytes);
-    } else {
-      if (!gpu_copy) {  // on a stream of its own, after what the resource's stream holds now
-        if (!own_stream) own_stream.emplace();
-        Event queued;
-        queued.record(br.stream());
-        queued.wait_on(own_stream->view());
-        gpu_copy = true;
-      }
-      cuda::memcpy_async(d.buffer->data() + at, from.data(), bytes, own_stream->view());
+      return;
     }
+    // On a stream of its own, after what the column's stream (where it is written) and the
+    // final buffer's (its allocation) hold now.
+    if (!own_stream) own_stream.emplace();
+    if (!gpu_copy) {
+      Event allocated;
+      allocated.record(d.buffer->stream());
+      allocated.wait_on(own_stream->view());
+      gpu_copy = true;
+    }
+    if (waited != from.stream()) {
+      Event written;
+      written.record(from.stream());
+      written.wait_on(own_stream->view());
+      waited = from.stream();
+    }
+    cuda::memcpy_async(d.buffer->data() + at, from.data(), bytes, own_stream->view());
   });
   if (gpu_copy) d.copied.record(own_stream->view());
 }
@@ -565,7 +620,7 @@ void Shuffler::insert(std::unordered_map<PartID, PackedData>&& chunks) {
   s.cv.notify_all();
 }
 
-void Shuffler::Impl::finish(std::map<PartID, DirectChunk> chunks) {
+void Shuffler::Impl::finish(std::map<PartID, DirectChunk> chunks, std::uint32_t groups) {
   std::vector<detail::Finish> msgs(static_cast<std::size_t>(n));
   {
     std::lock_guard lock(mutex);
@@ -583,10 +638,19 @@ void Shuffler::Impl::finish(std::map<PartID, DirectChunk> chunks) {
       }
       msgs[static_cast<std::size_t>(dst)].direct.push_back(
           {pid, chunk.layout.payload_size, detail::encode(chunk.layout)});
-      for (auto& col : chunk.columns) {
-        if (col->size() > 0) direct_out.emplace_back(dst, std::move(col));
+    }
+    for (std::uint32_t g = 0; g < groups; ++g) {  // the peers' columns, group by group
+      for (auto& [pid, chunk] : chunks) {
+        const Rank dst = owner_of[pid];
+        if (dst == me) continue;
+        for (std::size_t c = 0; c < chunk.columns.size(); ++c) {
+          auto& col = chunk.columns[c];
+          if (group_of(c, chunk.columns.size(), groups) != g || col->size() == 0) continue;
+          direct_out.push_back({dst, static_cast<std::uint8_t>(g), std::move(col)});
+        }
       }
     }
+    for (auto& m : msgs) m.direct_groups = groups;
     for (PartID pid = 0; pid < total; ++pid) {
       const auto r = static_cast<std::size_t>(owner_of[pid]);
       const auto it = sent[r].find(pid);
@@ -674,6 +738,81 @@ void Shuffler::insert_finished(std::shared_ptr<const Table> table,
     chunks.emplace(pid, std::move(d));
   }
   s.finish(std::move(chunks));
+}
+
+void Shuffler::insert_finished(Table&& table, std::span<const std::size_t> keys,
+                               std::uint32_t seed) {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.mutex);
+    SPILLWAY_EXPECTS(!s.inserts_done, "insert_finished() called twice");
+  }
+  const TableView v = table.view();
+  const auto on_device = [](const Column& c) { return c.data().mem_type() == MemoryType::DEVICE; };
+  bool columnwise = v.num_rows() > 0 && v.num_columns() > 0;
+  for (std::size_t c = 0; c < v.num_columns(); ++c) {
+    columnwise = columnwise && on_device(table.column(c)) && is_fixed_width(v.columns[c].type) &&
+                 !v.columns[c].nullable();
+  }
+  if (!columnwise) {
+    const bool gpu = v.num_columns() > 0 && on_device(table.column(0));
+    auto packed = gpu ? gpu::partition_and_pack(v, keys, s.total, s.br, s.br.stream(), seed)
+                      : partition_and_pack(v, keys, s.total, s.br, seed);
+    table = Table{};
+    std::unordered_map<PartID, PackedData> chunks;
+    for (PartID p = 0; p < s.total; ++p) chunks.emplace(p, std::move(packed[p]));
+    insert_finished(std::move(chunks));
+    return;
+  }
+  SPILLWAY_MEMORY_PROFILE(s.br.statistics().memory_profiler(), "partition_and_pack");
+  const Stream stream = s.br.stream();
+  gpu::PartitionPlan plan(v, keys, s.total, s.br, stream, seed);
+  const std::vector<std::size_t>& offsets = plan.offsets();
+  std::map<PartID, Impl::DirectChunk> chunks;
+  for (PartID p = 0; p < s.total; ++p) {
+    chunks.emplace(p,
+                   Impl::DirectChunk{detail::make_layout(v, offsets[p + 1] - offsets[p], {}), {}});
+  }
+  // The columns are placed in a few groups (place_groups), each group's partitioned copy
+  // replacing its input columns in stream order (its memory is theirs, freed just before). Its
+  // views are on a stream of their own that waits for its placement alone: the group's sends
+  // and own copies wait for nothing placed later.
+  struct Placed {
+    OwningStream ready;
+    std::vector<std::unique_ptr<Buffer>> columns;  // freed on the resource's stream
+  };
+  std::vector<Column> inputs = std::move(table).release();
+  const std::size_t ncols = inputs.size();
+  const auto groups = static_cast<std::uint32_t>(std::min<std::size_t>(ncols, place_groups));
+  for (std::size_t first = 0; first < ncols;) {
+    std::size_t last = first;
+    while (last < ncols && group_of(last, ncols, groups) == group_of(first, ncols, groups)) ++last;
+    auto placed = std::make_shared<Placed>();
+    std::vector<std::byte*> outs;
+    for (std::size_t c = first; c < last; ++c) {
+      placed->columns.push_back(
+          s.br.allocate(MemoryType::DEVICE, v.num_rows() * size_of(v.columns[c].type), stream));
+      outs.push_back(placed->columns.back()->data());
+    }
+    plan.place(first, last, outs, stream);
+    Event done;
+    done.record(stream);
+    done.wait_on(placed->ready.view());
+    for (std::size_t c = first; c < last; ++c) {
+      // The input column is freed in order on its stream, after its placement.
+      const Stream input_stream = inputs[c].data().stream();
+      if (input_stream != stream) done.wait_on(input_stream);
+      { Column consumed = std::move(inputs[c]); }
+      const std::size_t width = size_of(v.columns[c].type);
+      for (PartID p = 0; p < s.total; ++p) {
+        chunks.at(p).columns.push_back(BufferResource::view(
+            *placed->columns[c - first], offsets[p] * width, (offsets[p + 1] - offsets[p]) * width,
+            placed, placed->ready.view()));
+      }
+    }
+    first = last;
+  }
+  s.finish(std::move(chunks), groups);
 }
 
 PartID Shuffler::wait_any(std::chrono::milliseconds timeout) {

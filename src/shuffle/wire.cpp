@@ -69,6 +69,7 @@ std::vector<std::uint8_t> encode_finish(const Finish& f) {
   }
   w.put(static_cast<std::uint32_t>(f.direct.size()));
   for (const auto& h : f.direct) put_header(w, h);
+  w.put(f.direct_groups);
   return w.take();
 }
 
@@ -86,6 +87,11 @@ Finish decode_finish(std::span<const std::uint8_t> bytes, PartID total) {
   const auto direct = r.get<std::uint32_t>("direct count");
   if (direct > total) r.fail(std::to_string(direct) + " direct chunks of " + std::to_string(total));
   for (std::uint32_t i = 0; i < direct; ++i) out.direct.push_back(get_header(r, total));
+  out.direct_groups = r.get<std::uint32_t>("direct column groups");
+  if (out.direct_groups == 0 || out.direct_groups > max_direct_groups) {
+    r.fail(std::to_string(out.direct_groups) + " direct column groups (1 to " +
+           std::to_string(max_direct_groups) + ")");
+  }
   end(r);
   return out;
 }

@@ -5,7 +5,9 @@
 //   finish: u32 "SPFN" | u32 count | count x (u32 partition, u64 chunks sent) |
 //           u32 direct | direct x (u32 partition, u64 payload bytes, u32 metadata bytes,
 //           metadata): the partitions whose chunk from this rank goes straight into the
-//           owner's final buffer (Shuffler::insert_finished with chunks), counted in `count`
+//           owner's final buffer (Shuffler::insert_finished with chunks), counted in `count` |
+//           u32 groups: the direct chunks' columns go in that many groups (column c of C in
+//           group c * groups / C), each with a tag stage of its own, 1..max_direct_groups
 
 #include <spillway/shuffle/partition_owner.hpp>
 
@@ -27,9 +29,12 @@ std::vector<std::uint8_t> encode_chunk(const ChunkHeader& h);
 ChunkHeader decode_chunk(std::span<const std::uint8_t> bytes, PartID total_partitions);
 
 using FinishCounts = std::vector<std::pair<PartID, std::uint64_t>>;
+/// At most this many column groups of direct chunks (tag stages of their own).
+inline constexpr std::uint32_t max_direct_groups = 16;
 struct Finish {
   FinishCounts counts;
   std::vector<ChunkHeader> direct;
+  std::uint32_t direct_groups{1};
 };
 std::vector<std::uint8_t> encode_finish(const Finish& f);
 /// @throws spillway::corrupt_data_error naming what is wrong

@@ -62,6 +62,13 @@ TableView Table::view() const {
   return v;
 }
 
+std::vector<Column> Table::release() && noexcept {
+  std::vector<Column> out;
+  out.swap(columns_);
+  names_.clear();
+  return out;
+}
+
 Table copy_table(const Table& table, MemoryType to, BufferResource& br, Stream stream) {
   auto copy = [&](const Buffer* b) -> std::unique_ptr<Buffer> {
     if (b == nullptr) return nullptr;

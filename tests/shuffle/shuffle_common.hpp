@@ -22,6 +22,7 @@ enum class Feed {
   streaming,      // hashed partitions with strings and nulls, in two insert() calls
   direct_chunks,  // hashed partitions of fixed-width columns, insert_finished(chunks)
   direct_table,   // the table itself, partition p one row range, insert_finished(table, offsets)
+  hashed_table,   // the table itself, hashed by the Shuffler: insert_finished(table, keys)
 };
 
 /// Partitions a random table, shuffles it and checks every partition this rank receives;
@@ -41,11 +42,14 @@ inline std::pair<TableChecksum, TableChecksum> shuffle_rank(Communicator& comm, 
   o.skew = skew;
   o.key_cardinality = 200;
   o.seed = 1000 * op + static_cast<std::uint64_t>(comm.rank());
-  auto table = std::make_shared<const Table>(random_table(o, br));
+  auto table = std::make_shared<Table>(random_table(o, br));
   const TableChecksum in = checksum(table->view(), 1);
 
   Shuffler shuffler(comm, op, total, br);
-  if (feed == Feed::direct_table) {
+  if (feed == Feed::hashed_table) {
+    const std::size_t keys[] = {0};
+    shuffler.insert_finished(std::move(*table), keys, 7);
+  } else if (feed == Feed::direct_table) {
     // Uneven ranges, one of them empty: partition p holds rows [offsets[p], offsets[p + 1]).
     std::vector<std::size_t> offsets{0};
     for (PartID pid = 0; pid < total; ++pid) {

@@ -7,6 +7,7 @@
 #include <spillway/shuffle/shuffler.hpp>
 #include <spillway/table/checksum.hpp>
 #include <spillway/table/generator.hpp>
+#include <spillway/table/gpu.hpp>
 #include <spillway/table/pack.hpp>
 #include <spillway/table/partition.hpp>
 
@@ -104,6 +105,10 @@ TEST_P(ShuffleRanks, DirectRowRangesOfTheInputTable) {
   run({GetParam(), 0, 0, 2, test::Feed::direct_table});
 }
 
+TEST_P(ShuffleRanks, ATableHashedByTheShuffler) {
+  run({GetParam(), 0.5, 0.5, 1, test::Feed::hashed_table});
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ShuffleRanks, ::testing::Values(1, 2, 3, 4),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::to_string(info.param) + "ranks";
@@ -128,6 +133,77 @@ TEST(Shuffler, MisuseIsAClearError) {
   }
   EXPECT_THROW(s.extract(0), logic_error);  // twice
   EXPECT_THROW(Shuffler(*comms[0], 2, 0, br), logic_error);
+}
+
+// A device table handed to the Shuffler to hash: partitioned a column at a time on the GPU
+// (gpu::PartitionPlan), each column sent as soon as it is placed. Two ranks on one GPU, 2 and 7
+// partitions (the two place passes), with and without a device limit that makes most incoming
+// bytes land on the host; every row arrives once (checksums over both ranks), the partitions
+// are where hashing puts them (the same checksums as gpu::partition_and_pack's chunks).
+TEST(Shuffler, ADeviceTableIsPartitionedColumnByColumn) {
+  test::TempDir dir;
+  {
+    BufferResource probe(test::small_config(dir.path()));
+    SPILLWAY_SKIP_UNLESS_LIVE(probe, MemoryType::DEVICE);
+  }
+  for (PartID total : {2U, 7U}) {
+    for (bool limited : {false, true}) {
+      SCOPED_TRACE(std::to_string(total) + " partitions" + (limited ? ", device limit" : ""));
+      auto comms = LocalCommunicator::create(2);
+      std::mutex m;
+      std::vector<TableChecksum> expected(total);
+      std::vector<TableChecksum> got(total);
+      std::vector<std::thread> threads;
+      for (Rank r = 0; r < 2; ++r) {
+        threads.emplace_back([&, r] {
+          try {
+            // The limit: the input (5 columns), a group of placed columns (at most 2) and the
+            // partition ids fit, the partitions' final buffers (5 columns) mostly not.
+            auto cfg = test::small_config(dir.path());
+            constexpr std::size_t rows = 300007;
+            constexpr std::size_t columns = 5;
+            if (limited) cfg.limits[index(MemoryType::DEVICE)] = Limit::bytes(rows * 4 * 9);
+            BufferResource br(cfg);
+            BufferResource unlimited(test::small_config(dir.path()));  // for the expected sums
+            Table t =
+                gpu::random_int32_table(rows, columns, -1000000, 1000000, 11 + r, br, br.stream());
+            const std::size_t keys[] = {2};
+            auto chunks = gpu::partition_and_pack(t.view(), keys, total, unlimited, br.stream(), 3);
+            for (PartID p = 0; p < total; ++p) {
+              const UnpackedTable u = gpu::unpack(std::move(chunks[p]), br.stream());
+              const TableChecksum sum = gpu::checksum(u.view(), unlimited, br.stream());
+              std::lock_guard lock(m);
+              expected[p] += sum;
+            }
+            Communicator& comm = *comms[static_cast<std::size_t>(r)];
+            Shuffler s(comm, 1, total, br);
+            s.insert_finished(std::move(t), keys, 3);
+            EXPECT_EQ(t.num_columns(), 0U);  // consumed
+            while (!s.finished()) {
+              const PartID pid = s.wait_any(std::chrono::seconds(30));
+              auto parts = s.extract(pid);
+              EXPECT_EQ(parts.size(), 1U);  // direct: one buffer
+              const Table out = gpu::unpack_and_concat(std::move(parts), br, br.stream());
+              const TableChecksum sum = gpu::checksum(out.view(), br, br.stream());
+              std::lock_guard lock(m);
+              got[pid] += sum;
+            }
+            const auto landed = br.statistics().get("recv-into-host-memory");
+            EXPECT_EQ(limited, landed.has_value() && landed->bytes > 0) << "rank " << r;
+            EXPECT_LE(br.peak(MemoryType::DEVICE), limited ? rows * 4 * 9 : ~std::size_t{0});
+            comm.barrier();
+          } catch (const std::exception& e) {
+            ADD_FAILURE() << "rank " << r << ": " << e.what();
+          }
+        });
+      }
+      for (auto& th : threads) th.join();
+      for (PartID p = 0; p < total; ++p) {
+        EXPECT_EQ(expected[p], got[p]) << "partition " << p << ": rows " << expected[p].rows
+                                       << " inserted, " << got[p].rows << " extracted";
+      }
+    }
+  }
 }
 
 TEST(Shuffler, DirectMisuseIsAClearError) {
@@ -285,7 +361,8 @@ TEST(Shuffler, CorruptMessagesAreRejected) {
 // Direct chunks are announced in the finish message: metadata that does not parse, and a
 // direct chunk that its chunk counts do not account for, fail the shuffle with the reason.
 TEST(Shuffler, CorruptDirectChunksAreRejected) {
-  auto finish = [](std::uint64_t counted, std::vector<std::uint8_t> metadata) {
+  auto finish = [](std::uint64_t counted, std::vector<std::uint8_t> metadata,
+                   std::uint32_t groups = 1) {
     std::vector<std::uint8_t> m;
     auto put = [&](auto v) {
       for (std::size_t i = 0; i < sizeof v; ++i)
@@ -300,6 +377,7 @@ TEST(Shuffler, CorruptDirectChunksAreRejected) {
     put(std::uint64_t{64});
     put(static_cast<std::uint32_t>(metadata.size()));
     m.insert(m.end(), metadata.begin(), metadata.end());
+    put(groups);  // the direct columns' groups
     return m;
   };
   test::TempDir dir;
@@ -312,6 +390,8 @@ TEST(Shuffler, CorruptDirectChunksAreRejected) {
   const std::pair<std::vector<std::uint8_t>, const char*> cases[] = {
       {finish(1, {1, 2, 3}), "corrupt packed metadata"},
       {finish(0, good.metadata), "do not account for"},
+      {finish(1, good.metadata, 0), "0 direct column groups"},
+      {finish(1, good.metadata, 17), "17 direct column groups"},
   };
   for (const auto& [message, expected] : cases) {
     auto comms = LocalCommunicator::create(2);

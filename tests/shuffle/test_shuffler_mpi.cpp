@@ -47,6 +47,10 @@ TEST(MpiShuffle, DirectRowRangesOfTheInputTable) {
   check(0.5, 4, test::Feed::direct_table);
 }
 
+TEST(MpiShuffle, ATableHashedByTheShuffler) {
+  check(0.5, 5, test::Feed::hashed_table);
+}
+
 int main(int argc, char** argv) {
   return test::run_mpi_tests(argc, argv, [](Communicator& comm, BufferResource& br) {
     comm_ = &comm;

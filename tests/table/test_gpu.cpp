@@ -191,6 +191,60 @@ TEST_F(GpuTable, OneFixedWidthKeyEqualsTheCpuByteForByte) {
   expect_same_packs(cpu, gpu_parts);
 }
 
+// PartitionPlan places groups of columns, in any order, each into its own output: together
+// the same bytes as hash_partition, at 1, 2 (the warp-split place pass), 5 and 70000 (32-bit
+// partition ids) partitions.
+TEST_F(GpuTable, PartitionPlanPlacesColumnsAsHashPartitionDoes) {
+  RandomTableOptions o;
+  o.rows = 100003;
+  o.types = {TypeId::INT32, TypeId::INT64, TypeId::INT16, TypeId::FLOAT64, TypeId::BOOL8};
+  o.key_cardinality = 1000;
+  o.seed = 9;
+  const Table h = random_table(o, br);
+  const Table d = on_device(h);
+  const std::vector<std::size_t> keys{1, 0};
+  for (std::size_t parts : {1, 2, 5, 70000}) {
+    SCOPED_TRACE(std::to_string(parts) + " partitions");
+    gpu::PartitionPlan plan(d.view(), keys, parts, br, stream, 31);
+    const PartitionedTable cpu = hash_partition(h.view(), keys, parts, br, 31);
+    EXPECT_EQ(plan.offsets(), cpu.offsets);
+    std::vector<std::unique_ptr<Buffer>> outs;
+    std::vector<std::byte*> ptrs;
+    for (std::size_t c = 0; c < d.num_columns(); ++c) {
+      outs.push_back(br.allocate(MemoryType::DEVICE, d.column(c).data().size(), stream));
+      ptrs.push_back(outs.back()->data());
+    }
+    plan.place(3, 5, std::span(ptrs).subspan(3, 2), stream);  // the last two first
+    plan.place(0, 1, std::span(ptrs).subspan(0, 1), stream);
+    plan.place(1, 3, std::span(ptrs).subspan(1, 2), stream);
+    plan.place(2, 2, {}, stream);  // no columns: nothing
+    for (std::size_t c = 0; c < d.num_columns(); ++c) {
+      auto back = br.move(std::move(outs[c]), MemoryType::HOST, stream);
+      back->wait();
+      const ColumnView want = cpu.table.view().columns[c];
+      ASSERT_EQ(back->size(), want.data_bytes());
+      EXPECT_EQ(std::memcmp(back->data(), want.data, back->size()), 0) << "column " << c;
+    }
+  }
+}
+
+TEST_F(GpuTable, PartitionPlanMisuseIsAClearError) {
+  const Table with_nulls = on_device(host_table(1000, 0.2));  // strings and masks
+  const std::vector<std::size_t> keys{0};
+  EXPECT_THROW(gpu::PartitionPlan(with_nulls.view(), keys, 4, br, stream), logic_error);
+  RandomTableOptions o;
+  o.rows = 1000;
+  o.types = {TypeId::INT32, TypeId::INT64};
+  const Table d = on_device(random_table(o, br));
+  EXPECT_THROW(gpu::PartitionPlan(d.view(), keys, 0, br, stream), logic_error);
+  gpu::PartitionPlan plan(d.view(), keys, 4, br, stream);
+  auto out = br.allocate(MemoryType::DEVICE, 8000, stream);
+  std::byte* p = out->data();
+  EXPECT_THROW(plan.place(1, 3, std::span(&p, 1), stream), logic_error);  // column 2 of 2
+  EXPECT_THROW(plan.place(0, 2, std::span(&p, 1), stream), logic_error);  // one output for two
+  stream.view().synchronize();
+}
+
 TEST_F(GpuTable, SplitAndPackEqualsTheCpuByteForByte) {
   const Table h = host_table(20000, 0.25);
   const Table d = on_device(h);

@@ -133,10 +133,13 @@ class BufferResource {
   /// nothing. It holds `keepalive` (which should own `of`'s bytes, or be empty when the caller
   /// keeps them alive longer than the view). For sending part of a buffer without copying it,
   /// or receiving into part of one. Writing through a view of a const buffer is the caller's
-  /// promise that nobody reads those bytes meanwhile.
+  /// promise that nobody reads those bytes meanwhile. `stream`, when given, becomes the view's
+  /// stream instead of `of`'s: one whose end marks when the viewed bytes are written (a part
+  /// of a buffer that is ready before the rest).
   /// @throws spillway::logic_error for a DISK buffer or a range outside it
   static std::unique_ptr<Buffer> view(const Buffer& of, std::size_t offset, std::size_t size,
-                                      std::shared_ptr<const void> keepalive = {});
+                                      std::shared_ptr<const void> keepalive = {},
+                                      std::optional<Stream> stream = std::nullopt);
 
   /// Copies `src` into a new buffer of the reservation's tier, drawn from it. Copies that
   /// involve the GPU are asynchronous on `stream` (the result is not ready until then, and

@@ -27,6 +27,7 @@
 #include <spillway/comm/communicator.hpp>
 #include <spillway/memory/buffer_resource.hpp>
 #include <spillway/shuffle/partition_owner.hpp>
+#include <spillway/table/hashing.hpp>
 #include <spillway/table/packed_data.hpp>
 #include <spillway/table/table.hpp>
 
@@ -70,6 +71,18 @@ class Shuffler {
   /// @throws spillway::logic_error for other columns, bad offsets, or a call after
   ///         insert_finished()
   void insert_finished(std::shared_ptr<const Table> table, std::span<const std::size_t> offsets);
+  /// This rank's whole input, hash-partitioned here on `keys` into the total partitions (the
+  /// partitions of partition_and_pack with `seed`), then insert_finished(). A table in device
+  /// memory of fixed-width columns without masks is partitioned a column at a time
+  /// (gpu::PartitionPlan) into buffers its partitions go from as direct chunks: each column is
+  /// on its way as soon as it is placed, while the next ones are placed, and each input column
+  /// is freed once placed, so the input and its partitioned copy take about one table's
+  /// memory, not two. Other tables are packed (partition_and_pack, on the GPU for device
+  /// memory) and inserted as insert_finished(chunks) does. Queued writes into the table must
+  /// be done or on the buffer resource's stream.
+  /// @throws spillway::logic_error for bad keys or a call after insert_finished()
+  void insert_finished(Table&& table, std::span<const std::size_t> keys,
+                       std::uint32_t seed = default_hash_seed);
   /// A local partition whose chunks have all arrived and that wait_any has not returned yet.
   /// @throws spillway::comm_error on timeout or when the shuffle failed (a peer, a transfer);
   ///         spillway::logic_error when every local partition was returned already

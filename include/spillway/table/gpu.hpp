@@ -46,6 +46,36 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
                                            std::size_t num_partitions, BufferResource& br,
                                            Stream stream, std::uint32_t seed = default_hash_seed);
 
+/// hash_partition one group of columns at a time, for a caller that puts the first columns'
+/// output to use while the others are placed (Shuffler::insert_finished of a table to hash
+/// sends each column as soon as it is placed). The constructor hashes the keys and counts each
+/// partition's rows (synchronizing `stream` once, for the sizes); place() then writes columns
+/// in partition order, the same rows in the same order as hash_partition. Fixed-width columns
+/// without masks only. Extra memory while it lives: 2 bytes per row (4 beyond 65535
+/// partitions) and a histogram of at most 1 byte per row. The table's columns must stay valid
+/// until the place() calls that read them have run.
+class PartitionPlan {
+ public:
+  /// @throws spillway::logic_error for bad arguments, more than 2^32 - 1 rows, or a column
+  ///         that is not fixed-width without a mask
+  PartitionPlan(const TableView& table, std::span<const std::size_t> keys,
+                std::size_t num_partitions, BufferResource& br, Stream stream,
+                std::uint32_t seed = default_hash_seed);
+  ~PartitionPlan();
+  PartitionPlan(PartitionPlan&&) noexcept;
+  PartitionPlan& operator=(PartitionPlan&&) noexcept;
+
+  /// Partition p is rows [offsets()[p], offsets()[p + 1]) of every placed column.
+  [[nodiscard]] const std::vector<std::size_t>& offsets() const noexcept;
+  /// Writes columns [first, last) in partition order on `stream` (which must follow the
+  /// constructor's): column first + i into outs[i], device memory of num_rows values.
+  /// @throws spillway::logic_error for columns out of range or a wrong number of outputs
+  void place(std::size_t first, std::size_t last, std::span<std::byte* const> outs, Stream stream);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 /// spillway::split_and_pack on the GPU: DEVICE payloads.
 std::vector<PackedData> split_and_pack(const TableView& table, std::span<const std::size_t> splits,
                                        BufferResource& br, Stream stream);

@@ -49,6 +49,8 @@ class Table {
   [[nodiscard]] const Column& column(std::size_t i) const { return columns_.at(i); }
   [[nodiscard]] const std::vector<std::string>& names() const noexcept { return names_; }
   [[nodiscard]] TableView view() const;
+  /// Hands the columns over (to free them one at a time); the table is left empty.
+  [[nodiscard]] std::vector<Column> release() && noexcept;
 
  private:
   std::vector<Column> columns_;

@@ -14,7 +14,9 @@
 //     memory (cp.async) and writes them out in sorted order: consecutive threads write
 //     consecutive rows of one partition, so the stores are coalesced.
 // STRING columns take two more kernels: each row's position in partitioned order, a scan of
-// the lengths in that order, and a copy of the characters.
+// the lengths in that order, and a copy of the characters. PartitionPlan runs pass 1 once and
+// pass 3 once per group of columns (with up to 4 partitions by ranking rows within warps, which
+// has no sort to repeat per call).
 #include <spillway/table/gpu.hpp>
 
 #include <spillway/stats/memory_profiler.hpp>
@@ -32,6 +34,7 @@
 
 #include <bit>
 #include <limits>
+#include <variant>
 
 namespace spillway::gpu {
 
@@ -61,6 +64,9 @@ constexpr std::uint32_t few_partitions = 16;
 /// of sorting sub-tiles (place_kernel): 0.67 against 0.58 of the copy ceiling at 2 partitions,
 /// 0.50 against 0.52 at 4, and worse beyond (bench/NOTES.md).
 constexpr std::uint32_t split_partitions = 2;
+/// The same for PartitionPlan, which places a few columns per call: the sort pass repeats its
+/// per-row work (the sort) for each call, the warp split only its rank computation.
+constexpr std::uint32_t plan_split_partitions = 4;
 /// Partitions up to which the count pass keeps its counters in shared memory (16 KiB).
 constexpr std::size_t shared_count_partitions = 4096;
 
@@ -463,13 +469,13 @@ __device__ __forceinline__ void split_column(const T* col, std::size_t first, st
 /// scanned in row order), plus that rank. The loads are coalesced and each warp's stores form
 /// one run per partition, which L2 merges with the next warp's; with more than two partitions
 /// the runs get too short (split_partitions). `cursors` are relative to the partition starts.
-template <typename PidT>
+template <typename PidT, std::uint32_t MaxParts>
 __global__ void __launch_bounds__(block_threads)
     split_place_kernel(const PidT* pid, Tiling tl, const std::uint32_t* cursors,
                        const DeviceColumn* cols, std::uint32_t ncols, const Dest* dest) {
   constexpr unsigned warps = block_threads / 32;
-  __shared__ std::uint32_t counts[warps][split_partitions];  // rows per warp, then its start
-  __shared__ std::uint32_t next[split_partitions];           // the tile's next place
+  __shared__ std::uint32_t counts[warps][MaxParts];  // rows per warp, then its start
+  __shared__ std::uint32_t next[MaxParts];           // the tile's next place
   const unsigned lane = threadIdx.x % 32;
   const unsigned warp = threadIdx.x / 32;
   const unsigned lower = (1U << lane) - 1U;  // the lanes before this one
@@ -603,23 +609,31 @@ struct Sizes {
                                                   // global position of partition p's first char
 };
 
-/// Partitions `table` and writes every row to `make_dest(sizes)`'s destinations:
-/// make_dest returns dest[c * parts + p] and the ranges to zero before the scatter.
-template <typename PidT, typename MakeDest>
-void partition_rows(const TableView& table, std::span<const std::size_t> keys, std::size_t parts,
-                    std::uint32_t seed, BufferResource& br, Stream stream, MakeDest&& make_dest) {
+/// Pass 1 and its scan: each row's partition in `pid`; `hist[p * tiles + t]` is where tile t's
+/// first row of partition p goes in partitioned order, `starts[p]` where partition p starts
+/// (starts[parts] = rows).
+template <typename PidT>
+struct Counted {
+  Tiling tl;
+  std::unique_ptr<Buffer> pid;
+  std::unique_ptr<Buffer> hist;
+  std::unique_ptr<Buffer> starts;
+};
+
+template <typename PidT>
+Counted<PidT> count_rows(const TableView& table, std::span<const std::size_t> keys,
+                         std::size_t parts, std::uint32_t seed, BufferResource& br, Stream stream) {
   const std::size_t rows = table.num_rows();
-  const std::size_t ncols = table.num_columns();
-  const Tiling tl(rows, parts);
+  Counted<PidT> out{Tiling(rows, parts), nullptr, nullptr, nullptr};
+  const Tiling& tl = out.tl;
   std::vector<DeviceColumn> key_cols;
   for (std::size_t k : keys) key_cols.push_back(detail::to_device_column(table.columns[k]));
   auto d_keys = detail::to_device(key_cols, br, stream);
-  auto d_cols = detail::to_device(device_columns(table), br, stream);
 
-  auto pid = br.allocate(MemoryType::DEVICE, rows * sizeof(PidT), stream);
+  out.pid = br.allocate(MemoryType::DEVICE, rows * sizeof(PidT), stream);
   const std::size_t hist_n = parts * tl.tiles + 1;
-  auto hist = br.allocate(MemoryType::DEVICE, hist_n * sizeof(std::uint32_t), stream);
-  SPILLWAY_CUDA_TRY(cudaMemsetAsync(hist->data(), 0, hist->size(), raw(stream)));
+  out.hist = br.allocate(MemoryType::DEVICE, hist_n * sizeof(std::uint32_t), stream);
+  SPILLWAY_CUDA_TRY(cudaMemsetAsync(out.hist->data(), 0, out.hist->size(), raw(stream)));
   SPILLWAY_EXPECTS(tl.tiles <= 0x7FFFFFFFU, "too many rows for one GPU partitioning call");
   const auto blocks = static_cast<unsigned>(tl.tiles);
   if (tl.tiles > 0) {
@@ -632,21 +646,65 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
       spillway::detail::dispatch_fixed(k0.type, [&]<typename T>() {
         if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
           count_fixed_kernel<T, PidT><<<blocks, block_threads, count_smem, raw(stream)>>>(
-              static_cast<const T*>(k0.data), seed, tl, as<PidT>(*pid), as<std::uint32_t>(*hist));
+              static_cast<const T*>(k0.data), seed, tl, as<PidT>(*out.pid),
+              as<std::uint32_t>(*out.hist));
         }
       });
     } else {
       count_kernel<PidT><<<blocks, block_threads, count_smem, raw(stream)>>>(
           as<const DeviceColumn>(*d_keys), static_cast<std::uint32_t>(keys.size()), seed, tl,
-          as<PidT>(*pid), as<std::uint32_t>(*hist));
+          as<PidT>(*out.pid), as<std::uint32_t>(*out.hist));
     }
     check_launch();
   }
-  exclusive_sum(as<std::uint32_t>(*hist), hist_n, br, stream);
-  auto starts = br.allocate(MemoryType::DEVICE, (parts + 1) * sizeof(std::uint32_t), stream);
+  exclusive_sum(as<std::uint32_t>(*out.hist), hist_n, br, stream);
+  out.starts = br.allocate(MemoryType::DEVICE, (parts + 1) * sizeof(std::uint32_t), stream);
   starts_kernel<<<detail::blocks_for(parts + 1, block_threads), block_threads, 0, raw(stream)>>>(
-      as<const std::uint32_t>(*hist), tl, as<std::uint32_t>(*starts));
+      as<const std::uint32_t>(*out.hist), tl, as<std::uint32_t>(*out.starts));
   check_launch();
+  return out;
+}
+
+/// Pass 3 for fixed-width columns and masks: writes columns `cols[0, ncols)` to `dest`
+/// (dest[c * parts + p]). `cursors` are the scan made relative to the partition starts
+/// (relative_kernel); the sorting kernel advances them, so each call needs its own copy.
+/// `split_up_to`: the most partitions the warp split takes (split_partitions or
+/// plan_split_partitions).
+template <typename PidT>
+void place_rows(const Counted<PidT>& counted, std::uint32_t* cursors, const DeviceColumn* cols,
+                std::size_t ncols, const Dest* dest, Stream stream,
+                std::uint32_t split_up_to = split_partitions) {
+  const Tiling& tl = counted.tl;
+  const auto blocks = static_cast<unsigned>(tl.tiles);
+  const auto* pid = as<const PidT>(*counted.pid);
+  const auto n = static_cast<std::uint32_t>(ncols);
+  if (tl.parts <= split_partitions) {
+    split_place_kernel<PidT, split_partitions>
+        <<<blocks, block_threads, 0, raw(stream)>>>(pid, tl, cursors, cols, n, dest);
+  } else if (tl.parts <= std::min(split_up_to, plan_split_partitions)) {
+    split_place_kernel<PidT, plan_split_partitions>
+        <<<blocks, block_threads, 0, raw(stream)>>>(pid, tl, cursors, cols, n, dest);
+  } else {
+    place_kernel<PidT, false>
+        <<<blocks, block_threads, 0, raw(stream)>>>(pid, tl, cursors, nullptr, cols, n, dest);
+  }
+  check_launch();
+}
+
+/// Partitions `table` and writes every row to `make_dest(sizes)`'s destinations:
+/// make_dest returns dest[c * parts + p] and the ranges to zero before the scatter.
+template <typename PidT, typename MakeDest>
+void partition_rows(const TableView& table, std::span<const std::size_t> keys, std::size_t parts,
+                    std::uint32_t seed, BufferResource& br, Stream stream, MakeDest&& make_dest) {
+  const std::size_t rows = table.num_rows();
+  const std::size_t ncols = table.num_columns();
+  auto counted = count_rows<PidT>(table, keys, parts, seed, br, stream);
+  const Tiling& tl = counted.tl;
+  Buffer& hist = *counted.hist;
+  Buffer& starts = *counted.starts;
+  Buffer& pid = *counted.pid;
+  const auto blocks = static_cast<unsigned>(tl.tiles);
+  auto d_cols = detail::to_device(device_columns(table), br, stream);
 
   // STRING columns: each row's position, then the character positions in partitioned order.
   Sizes sizes{std::vector<std::uint32_t>(parts + 1),
@@ -659,10 +717,10 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
     if (!pos) {
       pos = br.allocate(MemoryType::DEVICE, rows * sizeof(std::uint32_t), stream);
       if (tl.tiles > 0) {  // on a copy of the scan: the place pass below needs it again
-        auto cursors = br.allocate(MemoryType::DEVICE, hist->size(), stream);
-        cuda::memcpy_async(cursors->data(), hist->data(), hist->size(), stream);
+        auto cursors = br.allocate(MemoryType::DEVICE, hist.size(), stream);
+        cuda::memcpy_async(cursors->data(), hist.data(), hist.size(), stream);
         place_kernel<PidT, true><<<blocks, block_threads, 0, raw(stream)>>>(
-            as<const PidT>(*pid), tl, as<std::uint32_t>(*cursors), as<std::uint32_t>(*pos), nullptr,
+            as<const PidT>(pid), tl, as<std::uint32_t>(*cursors), as<std::uint32_t>(*pos), nullptr,
             0, nullptr);
         check_launch();
       }
@@ -675,38 +733,29 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
     exclusive_sum(as<std::uint64_t>(*char_pos[c]), rows + 1, br, stream);
     char_starts[c] = br.allocate(MemoryType::DEVICE, (parts + 1) * sizeof(std::uint64_t), stream);
     gather_kernel<<<detail::blocks_for(parts + 1, block_threads), block_threads, 0, raw(stream)>>>(
-        as<const std::uint64_t>(*char_pos[c]), as<const std::uint32_t>(*starts),
+        as<const std::uint64_t>(*char_pos[c]), as<const std::uint32_t>(starts),
         static_cast<std::uint32_t>(parts), as<std::uint64_t>(*char_starts[c]));
     check_launch();
     sizes.chars[c].resize(parts + 1);
     cuda::memcpy_async(sizes.chars[c].data(), char_starts[c]->data(), char_starts[c]->size(),
                        stream);
   }
-  detail::to_host(sizes.starts, starts->data(), stream);  // synchronizes
+  detail::to_host(sizes.starts, starts.data(), stream);  // synchronizes
 
   auto [dest, zero] = make_dest(sizes);
   detail::copy_ranges(std::span<const detail::CopyRange>(zero), br, stream);
   if (tl.tiles == 0) return;
   auto d_dest = detail::to_device(dest, br, stream);
   relative_kernel<<<detail::blocks_for(parts * tl.tiles, block_threads), block_threads, 0,
-                    raw(stream)>>>(as<std::uint32_t>(*hist), tl, as<const std::uint32_t>(*starts));
+                    raw(stream)>>>(as<std::uint32_t>(hist), tl, as<const std::uint32_t>(starts));
   check_launch();
-  if (tl.parts <= split_partitions) {
-    split_place_kernel<PidT><<<blocks, block_threads, 0, raw(stream)>>>(
-        as<const PidT>(*pid), tl, as<const std::uint32_t>(*hist), as<const DeviceColumn>(*d_cols),
-        static_cast<std::uint32_t>(ncols), as<const Dest>(*d_dest));
-  } else {
-    place_kernel<PidT, false><<<blocks, block_threads, 0, raw(stream)>>>(
-        as<const PidT>(*pid), tl, as<std::uint32_t>(*hist), nullptr,
-        as<const DeviceColumn>(*d_cols), static_cast<std::uint32_t>(ncols),
-        as<const Dest>(*d_dest));
-  }
-  check_launch();
+  place_rows(counted, as<std::uint32_t>(hist), as<const DeviceColumn>(*d_cols), ncols,
+             as<const Dest>(*d_dest), stream);
   for (std::size_t c = 0; c < ncols; ++c) {
     if (table.columns[c].type != TypeId::STRING) continue;
     string_kernel<PidT><<<detail::blocks_for(rows, block_threads), block_threads, 0, raw(stream)>>>(
         detail::to_device_column(table.columns[c]), c, rows, static_cast<std::uint32_t>(parts),
-        as<const PidT>(*pid), as<const std::uint32_t>(*pos), as<const std::uint32_t>(*starts),
+        as<const PidT>(pid), as<const std::uint32_t>(*pos), as<const std::uint32_t>(starts),
         as<const std::uint64_t>(*char_pos[c]), as<const Dest>(*d_dest));
     check_launch();
   }
@@ -780,6 +829,83 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
     return std::pair{std::move(dest), std::move(zero)};
   });
   return out;
+}
+
+struct PartitionPlan::Impl {
+  TableView table;
+  BufferResource& br;
+  std::variant<Counted<std::uint16_t>, Counted<std::uint32_t>> counted;
+  std::unique_ptr<Buffer> columns;  // the table's DeviceColumns
+  std::vector<std::size_t> offsets;
+};
+
+PartitionPlan::PartitionPlan(const TableView& table, std::span<const std::size_t> keys,
+                             std::size_t num_partitions, BufferResource& br, Stream stream,
+                             std::uint32_t seed) {
+  check_args(table, keys, num_partitions);
+  for (std::size_t c = 0; c < table.num_columns(); ++c) {
+    const ColumnView& col = table.columns[c];
+    SPILLWAY_EXPECTS(is_fixed_width(col.type) && !col.nullable(),
+                     "PartitionPlan: column " + std::to_string(c) +
+                         " is not fixed-width without a mask (use partition_and_pack)");
+  }
+  using Counts = decltype(Impl::counted);
+  Counts counted =
+      num_partitions <= 0xFFFF
+          ? Counts{count_rows<std::uint16_t>(table, keys, num_partitions, seed, br, stream)}
+          : Counts{count_rows<std::uint32_t>(table, keys, num_partitions, seed, br, stream)};
+  auto columns = detail::to_device(device_columns(table), br, stream);
+  impl_.reset(new Impl{table, br, std::move(counted), std::move(columns), {}});
+  std::visit(
+      [&](auto& c) {
+        std::vector<std::uint32_t> starts(num_partitions + 1);
+        detail::to_host(starts, c.starts->data(), stream);  // synchronizes
+        impl_->offsets.assign(starts.begin(), starts.end());
+        if (c.tl.tiles == 0) return;
+        relative_kernel<<<detail::blocks_for(num_partitions * c.tl.tiles, block_threads),
+                          block_threads, 0, raw(stream)>>>(as<std::uint32_t>(*c.hist), c.tl,
+                                                           as<const std::uint32_t>(*c.starts));
+        check_launch();
+      },
+      impl_->counted);
+}
+
+PartitionPlan::~PartitionPlan() = default;
+PartitionPlan::PartitionPlan(PartitionPlan&&) noexcept = default;
+PartitionPlan& PartitionPlan::operator=(PartitionPlan&&) noexcept = default;
+
+const std::vector<std::size_t>& PartitionPlan::offsets() const noexcept {
+  return impl_->offsets;
+}
+
+void PartitionPlan::place(std::size_t first, std::size_t last, std::span<std::byte* const> outs,
+                          Stream stream) {
+  const Impl& s = *impl_;
+  const std::size_t parts = s.offsets.size() - 1;
+  SPILLWAY_EXPECTS(first <= last && last <= s.table.num_columns(),
+                   "PartitionPlan::place: columns [" + std::to_string(first) + ", " +
+                       std::to_string(last) + ") of " + std::to_string(s.table.num_columns()));
+  SPILLWAY_EXPECTS(outs.size() == last - first,
+                   "PartitionPlan::place: " + std::to_string(outs.size()) + " outputs for " +
+                       std::to_string(last - first) + " columns");
+  if (first == last || s.table.num_rows() == 0) return;
+  std::vector<Dest> dest;
+  for (std::size_t c = first; c < last; ++c) {
+    const std::size_t width = size_of(s.table.columns[c].type);
+    for (std::size_t p = 0; p < parts; ++p) {
+      dest.push_back(Dest{outs[c - first] + s.offsets[p] * width, nullptr, nullptr, 0, 0});
+    }
+  }
+  auto d_dest = detail::to_device(dest, s.br, stream);
+  std::visit(
+      [&](const auto& c) {
+        // The sorting place pass advances its cursors: each call works on a copy.
+        auto cursors = s.br.allocate(MemoryType::DEVICE, c.hist->size(), stream);
+        cuda::memcpy_async(cursors->data(), c.hist->data(), c.hist->size(), stream);
+        place_rows(c, as<std::uint32_t>(*cursors), as<const DeviceColumn>(*s.columns) + first,
+                   last - first, as<const Dest>(*d_dest), stream, plan_split_partitions);
+      },
+      s.counted);
 }
 
 PartitionedTable hash_partition(const TableView& table, std::span<const std::size_t> keys,

@@ -24,6 +24,21 @@ std::vector<PackedData> partition_and_pack(const TableView&, std::span<const std
                                            std::size_t, BufferResource&, Stream, std::uint32_t) {
   no_cuda("partition_and_pack");
 }
+struct PartitionPlan::Impl {};
+PartitionPlan::PartitionPlan(const TableView&, std::span<const std::size_t>, std::size_t,
+                             BufferResource&, Stream, std::uint32_t) {
+  no_cuda("PartitionPlan");
+}
+PartitionPlan::~PartitionPlan() = default;
+PartitionPlan::PartitionPlan(PartitionPlan&&) noexcept = default;
+PartitionPlan& PartitionPlan::operator=(PartitionPlan&&) noexcept = default;
+const std::vector<std::size_t>& PartitionPlan::offsets() const noexcept {
+  static const std::vector<std::size_t> none;
+  return none;
+}
+void PartitionPlan::place(std::size_t, std::size_t, std::span<std::byte* const>, Stream) {
+  no_cuda("PartitionPlan::place");
+}
 std::vector<PackedData> split_and_pack(const TableView&, std::span<const std::size_t>,
                                        BufferResource&, Stream) {
   no_cuda("split_and_pack");
