@@ -82,8 +82,9 @@ fi
 if [ "$only" = all ] || [ "$only" = shuffle ]; then
   # The MPI shuffle suite with device buffers, then spillway-bench-shuffle at issue 6's settings
   # (20 GiB per rank, one rank per GPU): -C local pre-partitioned and hashed, each with direct
-  # chunks (the default at -p 1) and with packed chunks (--no-direct), -C mpi under mpirun;
-  # then the spill sweep (kept as one archive).
+  # chunks (the default at -p 1) and with packed chunks (--no-direct), hashed also with every
+  # partition packed before any is sent (--pack-first), -C mpi under mpirun; then the spill
+  # sweep (kept as one archive).
   gpus=$(nvidia-smi -L | wc -l)
   $MPIRUN -np 2 "$B/tests/test_shuffle_mpi" --gtest_color=no > "$OUT/test_shuffle_mpi_np2.log" 2>&1 \
     || { fail=1; tail -40 "$OUT/test_shuffle_mpi_np2.log"; }
@@ -92,7 +93,7 @@ if [ "$only" = all ] || [ "$only" = shuffle ]; then
   S="$B/tools/spillway-bench-shuffle"
   A="-c 10 -n 536870912 -p 1 -o 2 -s -x -m pool -r 10 -w 3"
   for run in "local_g:-g" "local_g_packed:-g --no-direct" "local_hash:" \
-             "local_hash_packed:--no-direct"; do
+             "local_hash_packed:--no-direct" "local_hash_pack_first:--pack-first"; do
     name=${run%%:*}
     timeout 300 "$S" -C local --ranks "$gpus" $A ${run#*:} --json "$OUT/shuffle_$name.json" \
       > "$OUT/shuffle_$name.log" 2>&1 || { fail=1; tail -20 "$OUT/shuffle_$name.log"; }
