@@ -472,6 +472,10 @@ class MpiRequest final : public detail::Request {
   void step_header() {
     if (posted_ == 0) {
       if (st_->posting[key_].front() != this) return;
+      // A send announces itself once its bytes are written: the receiver grants window slots
+      // to announced transfers, and a slot granted to one still being written (a column group
+      // placed later) would sit idle while others wait for it.
+      if (is_send && !ready_.is_complete()) return;
       if (is_send) {
         const bool window = buf_.mem_type() == MemoryType::DEVICE && buf_.size() > 0;
         header_.mode = window ? TransferHeader::window : TransferHeader::pieces;
