@@ -46,6 +46,8 @@ def row(path):
         out[key + "_bytes"] = stat(st, names, "bytes")
         out[key + "_s"] = stat(st, names, "seconds")
     out["recv_host"] = stat(st, ["recv-into-host-memory"], "bytes")
+    out["pcie_h2d"] = d.get("pcie_h2d_gbps")
+    out["pcie_d2h"] = d.get("pcie_d2h_gbps")
     return out
 
 
@@ -60,6 +62,11 @@ def rate(b, s):
     return f"{b / s / 1e9:.1f}" if s > 0 else "-"
 
 
+def of_ceiling(b, s, ceiling):
+    """The copy rate as a fraction of the PCIe ceiling measured in the same run."""
+    return f"{b / s / 1e9 / ceiling:.2f}" if s > 0 and ceiling else "-"
+
+
 def main():
     out = sys.argv[1]
     tier = sys.argv[2] if len(sys.argv) > 2 else "device"
@@ -70,12 +77,13 @@ def main():
     peak_key = "peak_device" if tier == "device" else "peak_host"
     lines = [
         f"Input per rank: {mib(rows[0]['input'])} MiB. Sizes in MiB; copy volumes and times summed "
-        "over the ranks (last run); throughputs are medians.",
+        "over the ranks (last run); throughputs are medians; / PCIe: the copy rate over the "
+        "pinned <-> device ceiling measured at the start of the same run (rank 0's GPU).",
         "",
         f"| {tier} limit | valid | peak {tier} | peak / input | peak host "
-        "| local GiB/s | global GiB/s | D2H | D2H s | D2H GB/s | H2D | H2D s | H2D GB/s "
-        "| to disk | recv-into-host |",
-        "|" + "---|" * 15,
+        "| local GiB/s | global GiB/s | D2H | D2H s | D2H GB/s | D2H / PCIe | H2D | H2D s "
+        "| H2D GB/s | H2D / PCIe | to disk | recv-into-host |",
+        "|" + "---|" * 17,
     ]
     for r in rows:
         lim = "none" if r["limit"] is None else mib(r["limit"])
@@ -84,7 +92,9 @@ def main():
             f"| {r[peak_key] / r['input']:.2f} | {mib(r['peak_host'])} "
             f"| {r['local'] / GiB:.2f} | {r['global'] / GiB:.2f} "
             f"| {mib(r['d2h_bytes'])} | {r['d2h_s']:.3f} | {rate(r['d2h_bytes'], r['d2h_s'])} "
+            f"| {of_ceiling(r['d2h_bytes'], r['d2h_s'], r['pcie_d2h'])} "
             f"| {mib(r['h2d_bytes'])} | {r['h2d_s']:.3f} | {rate(r['h2d_bytes'], r['h2d_s'])} "
+            f"| {of_ceiling(r['h2d_bytes'], r['h2d_s'], r['pcie_h2d'])} "
             f"| {mib(r['disk_bytes'])} | {mib(r['recv_host'])} |")
     md = os.path.join(out, f"sweep-{tier}.md")
     with open(md, "w") as f:

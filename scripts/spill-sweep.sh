@@ -17,7 +17,7 @@ COMM=${COMM:-local}
 RANKS=${RANKS:-2}
 tier=${SWEEP_TIER:-device}
 if [ "$tier" = device ]; then
-  ARGS=${ARGS:--c 10 -n 536870912 -p 10 -o 16 -g -s -m pool -r 3 -w 1}
+  ARGS=${ARGS:--c 10 -n 536870912 -p 10 -o 16 -g -s -m pool -r 5 -w 1}
   LIMITS=${LIMITS:-none 32768 28672 24576 20480 16384 12288}
   flag=-l
 else

@@ -61,6 +61,7 @@
 #include "alltoallv.hpp"
 #endif
 #include "cli.hpp"
+#include "pcie.hpp"
 #include "timeline.hpp"
 
 using namespace spillway;
@@ -311,7 +312,10 @@ class Bench {
   int run_all() {
     const std::size_t total = o_.out_parts * static_cast<std::size_t>(comm_.nranks());
     const bool print = comm_.rank() == 0;
-    if (print) print_setup();
+    if (print) {
+      print_setup();
+      measure_pcie();
+    }
     std::vector<std::vector<RunResult>> runs;  // [run][rank]
     int failed = 0;
     for (int i = 0; i < o_.warmups + o_.runs; ++i) {
@@ -628,6 +632,17 @@ class Bench {
     return {};
   }
 
+  /// Rank 0 on the GPU: the pinned host <-> device ceiling of its GPU (1 GiB each way, medians
+  /// of 5), measured before the runs, for the copy rates of the statistics (and the JSON).
+  void measure_pcie() {
+    if (!gpu_) return;
+    pcie_h2d_ = tools::pcie_ceiling(GiB, true);
+    pcie_d2h_ = tools::pcie_ceiling(GiB, false);
+    std::cout << "PCIe ceiling (pinned <-> device of rank 0's GPU, 1 GiB, median of 5, this run): "
+              << "H2D " << fixed(pcie_h2d_, 1) << " GB/s | D2H " << fixed(pcie_d2h_, 1)
+              << " GB/s\n";
+  }
+
   void print_setup() const {
     std::cout << "spillway-bench-shuffle: -C " << o_.comm << " | nranks " << comm_.nranks() << " | "
               << (gpu_ ? "GPU" : "CPU") << " path | -c " << o_.columns << " -n " << o_.rows
@@ -719,6 +734,8 @@ class Bench {
       << ",\"input_bytes_per_rank\":" << input_bytes()
       << ",\"device_limit\":" << limit(MemoryType::DEVICE)
       << ",\"host_limit\":" << limit(MemoryType::HOST) << ",\"failed_runs\":" << failed
+      << ",\"pcie_h2d_gbps\":" << (gpu_ ? std::to_string(pcie_h2d_) : "null")
+      << ",\"pcie_d2h_gbps\":" << (gpu_ ? std::to_string(pcie_d2h_) : "null")
       << ",\"alltoallv_seconds\":[";
     for (std::size_t i = 0; i < baseline_.size(); ++i) f << (i ? "," : "") << baseline_[i];
     f << "],\"runs\":[";
@@ -744,6 +761,8 @@ class Bench {
   const bool gpu_;
   Collective coll_;
   std::vector<double> baseline_;  // MPI_Alltoallv's seconds per timed run (run_baseline)
+  double pcie_h2d_{0};            // GB/s, rank 0 on the GPU (measure_pcie)
+  double pcie_d2h_{0};
 #if SPILLWAY_HAS_MPI
   std::unique_ptr<tools::Alltoallv> a2a_;
 #endif

@@ -11,6 +11,7 @@
 #include <spillway/io/reader.hpp>
 
 #include "cli.hpp"
+#include "pcie.hpp"
 
 #include <sys/resource.h>
 
@@ -218,24 +219,6 @@ double memcpy_gbps(const Options& o, std::size_t threads, std::size_t task_size,
   return gbps[gbps.size() / 2];
 }
 
-/// The pinned host-to-device copy ceiling: 1 GiB (or less) copied 5 times, the median.
-double h2d_ceiling(std::size_t total) {
-  const std::size_t n = std::min<std::size_t>(total, GiB);
-  std::unique_ptr<void, void (*)(void*)> host(cuda::malloc_pinned(n), cuda::free_pinned);
-  std::unique_ptr<void, void (*)(void*)> dev(cuda::malloc_device(n), cuda::free_device);
-  std::memset(host.get(), 1, n);
-  std::vector<double> gbps;
-  for (int i = 0; i < 6; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    cuda::memcpy_async(dev.get(), host.get(), n, Stream{});
-    cuda::stream_synchronize(Stream{});
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (i > 0) gbps.push_back(static_cast<double>(n) / s / 1e9);  // the first warms up
-  }
-  std::sort(gbps.begin(), gbps.end());
-  return gbps[gbps.size() / 2];
-}
-
 /// --tune: threads 1, 2, 4, ... up to the cores x task sizes 1, 4, 16, 64 MiB.
 void tune(const Options& o, const std::vector<std::size_t>& sizes, std::span<std::byte> dst) {
   const std::size_t cores = std::max(1U, std::thread::hardware_concurrency());
@@ -301,7 +284,7 @@ int main(int argc, char** argv) {
     } else {
       std::memset(dst.data(), 0, dst.size());
     }
-    const double ceiling = o.device ? h2d_ceiling(total) : 0;
+    const double ceiling = o.device ? tools::pcie_ceiling(total, true) : 0;
     std::cout << "spillway-readspeed: " << o.files.size() << " file(s), "
               << format_bytes(double(total)) << " | task " << format_bytes(double(o.task_size))
               << " | " << (o.direct ? "O_DIRECT" : "page cache") << " | "
