@@ -48,6 +48,7 @@ def row(path):
     out["recv_host"] = stat(st, ["recv-into-host-memory"], "bytes")
     out["pcie_h2d"] = d.get("pcie_h2d_gbps")
     out["pcie_d2h"] = d.get("pcie_d2h_gbps")
+    out["pcie_all"] = (d.get("pcie_h2d_all_gbps"), d.get("pcie_d2h_all_gbps"))
     return out
 
 
@@ -78,13 +79,22 @@ def main():
     lines = [
         f"Input per rank: {mib(rows[0]['input'])} MiB. Sizes in MiB; copy volumes and times summed "
         "over the ranks (last run); throughputs are medians; / PCIe: the copy rate over the "
-        "pinned <-> device ceiling measured at the start of the same run (rank 0's GPU).",
+        "pinned <-> device ceiling measured at the start of the same run (rank 0's GPU alone).",
         "",
         f"| {tier} limit | valid | peak {tier} | peak / input | peak host "
         "| local GiB/s | global GiB/s | D2H | D2H s | D2H GB/s | D2H / PCIe | H2D | H2D s "
         "| H2D GB/s | H2D / PCIe | to disk | recv-into-host |",
         "|" + "---|" * 17,
     ]
+    ceilings = [(r["pcie_h2d"], r["pcie_d2h"], *r["pcie_all"]) for r in rows]
+    if all(None not in c for c in ceilings):
+        lines[1:1] = [
+            "",
+            "PCIe ceilings over the runs, GB/s (rank 0's GPU alone; every rank's GPU at once): "
+            f"H2D {min(c[0] for c in ceilings):.1f}-{max(c[0] for c in ceilings):.1f}; "
+            f"{min(c[2] for c in ceilings):.1f}-{max(c[2] for c in ceilings):.1f}, "
+            f"D2H {min(c[1] for c in ceilings):.1f}-{max(c[1] for c in ceilings):.1f}; "
+            f"{min(c[3] for c in ceilings):.1f}-{max(c[3] for c in ceilings):.1f}."]
     for r in rows:
         lim = "none" if r["limit"] is None else mib(r["limit"])
         lines.append(

@@ -45,6 +45,7 @@
 #include <spillway/table/partition.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -312,10 +313,8 @@ class Bench {
   int run_all() {
     const std::size_t total = o_.out_parts * static_cast<std::size_t>(comm_.nranks());
     const bool print = comm_.rank() == 0;
-    if (print) {
-      print_setup();
-      measure_pcie();
-    }
+    if (print) print_setup();
+    measure_pcie();
     std::vector<std::vector<RunResult>> runs;  // [run][rank]
     int failed = 0;
     for (int i = 0; i < o_.warmups + o_.runs; ++i) {
@@ -632,15 +631,28 @@ class Bench {
     return {};
   }
 
-  /// Rank 0 on the GPU: the pinned host <-> device ceiling of its GPU (1 GiB each way, medians
-  /// of 5), measured before the runs, for the copy rates of the statistics (and the JSON).
+  /// On the GPU, before the runs: the pinned host <-> device ceiling (1 GiB each way, medians
+  /// of 5) of rank 0's GPU alone, then of every rank's GPU at once (rank 0's figure: the ranks
+  /// share the host's memory and links), for the copy rates of the statistics and the JSON.
+  /// Every rank calls it.
   void measure_pcie() {
     if (!gpu_) return;
-    pcie_h2d_ = tools::pcie_ceiling(GiB, true);
-    pcie_d2h_ = tools::pcie_ceiling(GiB, false);
-    std::cout << "PCIe ceiling (pinned <-> device of rank 0's GPU, 1 GiB, median of 5, this run): "
-              << "H2D " << fixed(pcie_h2d_, 1) << " GB/s | D2H " << fixed(pcie_d2h_, 1)
-              << " GB/s\n";
+    const bool me = comm_.rank() == 0;
+    comm_.barrier();
+    if (me) {
+      pcie_[0] = tools::pcie_ceiling(GiB, true);
+      pcie_[1] = tools::pcie_ceiling(GiB, false);
+    }
+    comm_.barrier();
+    pcie_[2] = tools::pcie_ceiling(GiB, true);
+    comm_.barrier();
+    pcie_[3] = tools::pcie_ceiling(GiB, false);
+    comm_.barrier();
+    if (!me) return;
+    std::cout << "PCIe ceiling (pinned <-> device, 1 GiB, medians of 5, this run): rank 0's GPU "
+              << "alone H2D " << fixed(pcie_[0], 1) << " | D2H " << fixed(pcie_[1], 1)
+              << " GB/s; all " << comm_.nranks() << " ranks' GPUs at once (rank 0's) H2D "
+              << fixed(pcie_[2], 1) << " | D2H " << fixed(pcie_[3], 1) << " GB/s\n";
   }
 
   void print_setup() const {
@@ -722,6 +734,7 @@ class Bench {
                   const std::vector<std::vector<std::uint8_t>>& stats, int failed) const {
     std::ofstream f(o_.json);
     if (!f) throw io_error("cannot write --json file '" + o_.json + "'");
+    auto pcie = [&](std::size_t i) { return gpu_ ? std::to_string(pcie_[i]) : "null"; };
     auto limit = [&](MemoryType t) {
       return br_.is_live(t) && br_.limit(t) != unlimited_bytes ? std::to_string(br_.limit(t))
                                                                : std::string("null");
@@ -734,8 +747,8 @@ class Bench {
       << ",\"input_bytes_per_rank\":" << input_bytes()
       << ",\"device_limit\":" << limit(MemoryType::DEVICE)
       << ",\"host_limit\":" << limit(MemoryType::HOST) << ",\"failed_runs\":" << failed
-      << ",\"pcie_h2d_gbps\":" << (gpu_ ? std::to_string(pcie_h2d_) : "null")
-      << ",\"pcie_d2h_gbps\":" << (gpu_ ? std::to_string(pcie_d2h_) : "null")
+      << ",\"pcie_h2d_gbps\":" << pcie(0) << ",\"pcie_d2h_gbps\":" << pcie(1)
+      << ",\"pcie_h2d_all_gbps\":" << pcie(2) << ",\"pcie_d2h_all_gbps\":" << pcie(3)
       << ",\"alltoallv_seconds\":[";
     for (std::size_t i = 0; i < baseline_.size(); ++i) f << (i ? "," : "") << baseline_[i];
     f << "],\"runs\":[";
@@ -761,8 +774,8 @@ class Bench {
   const bool gpu_;
   Collective coll_;
   std::vector<double> baseline_;  // MPI_Alltoallv's seconds per timed run (run_baseline)
-  double pcie_h2d_{0};            // GB/s, rank 0 on the GPU (measure_pcie)
-  double pcie_d2h_{0};
+  /// GB/s (measure_pcie): H2D and D2H of rank 0's GPU alone, then with every GPU at once.
+  std::array<double, 4> pcie_{};
 #if SPILLWAY_HAS_MPI
   std::unique_ptr<tools::Alltoallv> a2a_;
 #endif
