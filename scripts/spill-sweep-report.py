@@ -40,6 +40,7 @@ def row(path):
         "peak_host": peak_host,
         "input": per_rank,
         "local": per_rank / statistics.median(mine),
+        "local_range": (per_rank / max(mine), per_rank / min(mine)),
         "global": per_rank * n / statistics.median(slowest),
     }
     for key, names in (("d2h", d2h), ("h2d", h2d), ("disk", disk)):
@@ -82,9 +83,9 @@ def main():
         "pinned <-> device ceiling measured at the start of the same run (rank 0's GPU alone).",
         "",
         f"| {tier} limit | valid | peak {tier} | peak / input | peak host "
-        "| local GiB/s | global GiB/s | D2H | D2H s | D2H GB/s | D2H / PCIe | H2D | H2D s "
-        "| H2D GB/s | H2D / PCIe | to disk | recv-into-host |",
-        "|" + "---|" * 17,
+        "| local GiB/s | local, runs | global GiB/s | D2H | D2H s | D2H GB/s | D2H / PCIe | H2D "
+        "| H2D s | H2D GB/s | H2D / PCIe | to disk | recv-into-host |",
+        "|" + "---|" * 18,
     ]
     ceilings = [(r["pcie_h2d"], r["pcie_d2h"], *r["pcie_all"]) for r in rows]
     if all(None not in c for c in ceilings):
@@ -100,12 +101,26 @@ def main():
         lines.append(
             f"| {lim} | {'yes' if r['failed'] == 0 else 'NO'} | {mib(r[peak_key])} "
             f"| {r[peak_key] / r['input']:.2f} | {mib(r['peak_host'])} "
-            f"| {r['local'] / GiB:.2f} | {r['global'] / GiB:.2f} "
+            f"| {r['local'] / GiB:.2f} "
+            f"| {r['local_range'][0] / GiB:.0f}-{r['local_range'][1] / GiB:.0f} "
+            f"| {r['global'] / GiB:.2f} "
             f"| {mib(r['d2h_bytes'])} | {r['d2h_s']:.3f} | {rate(r['d2h_bytes'], r['d2h_s'])} "
             f"| {of_ceiling(r['d2h_bytes'], r['d2h_s'], r['pcie_d2h'])} "
             f"| {mib(r['h2d_bytes'])} | {r['h2d_s']:.3f} | {rate(r['h2d_bytes'], r['h2d_s'])} "
             f"| {of_ceiling(r['h2d_bytes'], r['h2d_s'], r['pcie_h2d'])} "
             f"| {mib(r['disk_bytes'])} | {mib(r['recv_host'])} |")
+    # Does throughput fall with the limit? A rise between neighbours whose runs overlap is
+    # within the runs' spread (the same work, for limits above the peak without one).
+    rises = []
+    for hi, lo in zip(rows, rows[1:]):
+        if lo["local"] > hi["local"]:
+            within = lo["local_range"][0] <= hi["local_range"][1]
+            rises.append(f"{'none' if hi['limit'] is None else mib(hi['limit'])} -> "
+                         f"{mib(lo['limit'])} MiB ({hi['local'] / GiB:.1f} -> "
+                         f"{lo['local'] / GiB:.1f} GiB/s, "
+                         f"{'within' if within else 'beyond'} the runs' spread)")
+    lines += ["", "Local throughput (medians) never rises as the limit falls."
+              if not rises else "Local throughput (medians) rises: " + "; ".join(rises) + "."]
     md = os.path.join(out, f"sweep-{tier}.md")
     with open(md, "w") as f:
         f.write("\n".join(lines) + "\n")
