@@ -80,7 +80,9 @@ class Shuffler {
   /// memory, not two. Other tables are packed (partition_and_pack, on the GPU for device
   /// memory) and inserted as insert_finished(chunks) does. Queued writes into the table must
   /// be done or on the buffer resource's stream.
-  /// @throws spillway::logic_error for bad keys or a call after insert_finished()
+  /// @throws spillway::logic_error for bad keys or a call after insert_finished() (the table
+  ///         is left with the caller); spillway::out_of_memory when a group's buffers find no
+  ///         room even after spilling (the table is then consumed and the shuffle unusable)
   void insert_finished(Table&& table, std::span<const std::size_t> keys,
                        std::uint32_t seed = default_hash_seed);
   /// A local partition whose chunks have all arrived and that wait_any has not returned yet.
