@@ -212,6 +212,11 @@ void* pool_create(bool pinned_host, std::size_t reserve_bytes) {
   std::uint64_t threshold = UINT64_MAX;
   SPILLWAY_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
   if (pinned_host) {
+    // No reuse that makes an allocation wait for another stream's work: PinnedMemoryResource
+    // synchronizes each allocation, and such a wait would block its caller on that work.
+    int no = 0;
+    SPILLWAY_CUDA_TRY(
+        cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no));
     cudaMemAccessDesc desc{};
     desc.location.type = cudaMemLocationTypeDevice;
     desc.location.id = device;

@@ -10,6 +10,7 @@ PinnedMemoryResource::PinnedMemoryResource(std::size_t reserve_bytes) {
   SPILLWAY_EXPECTS(cuda::is_available(), "pinned host memory needs CUDA and a GPU");
   try {
     pool_ = cuda::pool_create(/*pinned_host=*/true, reserve_bytes);
+    alloc_stream_ = OwningStream();
   } catch (const cuda_error& e) {
     SPILLWAY_LOG(info, "pinned host pool unavailable, using cudaMallocHost: " << e.what());
     pool_ = nullptr;
@@ -26,10 +27,14 @@ std::string PinnedMemoryResource::describe() const {
 
 void* PinnedMemoryResource::do_allocate(std::size_t bytes, Stream stream) {
   if (pool_ == nullptr) return cuda::malloc_pinned(bytes);
-  void* p = cuda::pool_malloc(pool_, bytes, stream);
   // The host may touch the bytes as soon as this returns, so the stream-ordered allocation
-  // must have happened.
-  cuda::stream_synchronize(stream);
+  // must have happened. Made on the caller's stream, it waited for all the work queued there:
+  // the progress thread allocating a landing buffer on the resource's stream waited for
+  // the kernels of the rank's main thread, and transfers stopped meanwhile (40-180 ms per run
+  // of the spill sweep at 24 GiB, bench/NOTES.md). The bytes are freed on the buffer's stream.
+  (void)stream;
+  void* p = cuda::pool_malloc(pool_, bytes, alloc_stream_);
+  cuda::stream_synchronize(alloc_stream_);
   return p;
 }
 
