@@ -410,7 +410,8 @@ void Shuffler::Impl::post_direct() {
     std::lock_guard lock(mutex);
     groups = direct_groups;
   }
-  for (std::uint32_t g = 0; g < detail::max_direct_groups; ++g) {
+  const std::uint32_t most = *std::max_element(groups.begin(), groups.end());
+  for (std::uint32_t g = 0; g < most; ++g) {
     for (DirectPartition* d : posted) {
       for_each_piece(*d, [&](Rank src, std::size_t c, std::size_t at, std::size_t bytes) {
         const std::size_t columns = d->layout.columns.size();
