@@ -3,8 +3,8 @@
 
 usage: spill-sweep-report.py OUTDIR [device|host]
 Writes OUTDIR/sweep-TIER.md and, with matplotlib, OUTDIR/sweep-TIER.png. Figures are medians
-over the timed runs; copy volumes and times are summed over all ranks (of the last run, the
-one the statistics cover)."""
+over the timed runs; a run's copy volume, time and rate are its ranks' summed; the disk and
+recv-into-host volumes are of the last run (the one the statistics cover)."""
 import glob
 import json
 import os
@@ -43,13 +43,27 @@ def row(path):
         "local_range": (per_rank / max(mine), per_rank / min(mine)),
         "global": per_rank * n / statistics.median(slowest),
     }
-    for key, names in (("d2h", d2h), ("h2d", h2d), ("disk", disk)):
-        out[key + "_bytes"] = stat(st, names, "bytes")
-        out[key + "_s"] = stat(st, names, "seconds")
+    for key in ("d2h", "h2d"):
+        # Per run, over the ranks: the volume, the time, the rate; medians over the runs.
+        names = d2h if key == "d2h" else h2d
+        per_run = list(zip(*d["run_statistics"]))  # [run][rank]
+        b = [stat([{"stats": x} for x in r], names, "bytes") for r in per_run]
+        s = [stat([{"stats": x} for x in r], names, "seconds") for r in per_run]
+        rates = [bi / si / 1e9 for bi, si in zip(b, s) if si > 0]
+        out[key + "_bytes"] = statistics.median(b)
+        out[key + "_s"] = statistics.median(s)
+        out[key + "_gbps"] = statistics.median(rates) if rates else None
+        out[key + "_gbps_range"] = (min(rates), max(rates)) if rates else None
+    # The pinned pool's growth (pages pinned while data lands): per run, the slower rank's.
+    grow = [max(x.get("alloc-pinned_host-grow", {}).get("seconds", 0) for x in r)
+            for r in zip(*d["run_statistics"])]
+    out["grow_ms"] = f"{statistics.median(grow) * 1e3:.0f} ({max(grow) * 1e3:.0f})" if d["gpu"] else "-"
+    out["disk_bytes"] = stat(st, disk, "bytes")
     out["recv_host"] = stat(st, ["recv-into-host-memory"], "bytes")
     out["pcie_h2d"] = d.get("pcie_h2d_gbps")
     out["pcie_d2h"] = d.get("pcie_d2h_gbps")
     out["pcie_all"] = (d.get("pcie_h2d_all_gbps"), d.get("pcie_d2h_all_gbps"))
+    out["pcie_duplex"] = (d.get("pcie_h2d_duplex_gbps"), d.get("pcie_d2h_duplex_gbps"))
     return out
 
 
@@ -60,13 +74,18 @@ def mib(b):
     return f"{b / MiB:.0f}"
 
 
-def rate(b, s):
-    return f"{b / s / 1e9:.1f}" if s > 0 else "-"
+def rate(r, key):
+    """The median of the runs' copy rates, and their range."""
+    g = r[key + "_gbps"]
+    if g is None:
+        return "-"
+    lo, hi = r[key + "_gbps_range"]
+    return f"{g:.1f} ({lo:.1f}-{hi:.1f})"
 
 
-def of_ceiling(b, s, ceiling):
-    """The copy rate as a fraction of the PCIe ceiling measured in the same run."""
-    return f"{b / s / 1e9 / ceiling:.2f}" if s > 0 and ceiling else "-"
+def of_ceiling(gbps, ceiling):
+    """The copy rate as a fraction of a PCIe ceiling measured in the same run."""
+    return f"{gbps / ceiling:.2f}" if gbps is not None and ceiling else "-"
 
 
 def main():
@@ -78,24 +97,27 @@ def main():
     rows.sort(key=lambda r: -(r["limit"] if r["limit"] is not None else float("inf")))
     peak_key = "peak_device" if tier == "device" else "peak_host"
     lines = [
-        f"Input per rank: {mib(rows[0]['input'])} MiB. Sizes in MiB; copy volumes and times summed "
-        "over the ranks (last run); throughputs are medians; / PCIe: the copy rate over the "
-        "pinned <-> device ceiling measured at the start of the same run (rank 0's GPU alone).",
+        f"Input per rank: {mib(rows[0]['input'])} MiB. Sizes in MiB. Throughputs are medians "
+        "over the runs; copy volumes, times and rates (GB/s) too, each run's summed over its "
+        "ranks (the rates' range over the runs in brackets). / PCIe: the copy rate over the "
+        "pinned <-> device ceiling measured at the start of the same run (rank 0's GPU alone). "
+        "Pinned growth: the time the slower rank's allocations spent growing the pinned pool, "
+        "median over the runs (the most in one run).",
         "",
         f"| {tier} limit | valid | peak {tier} | peak / input | peak host "
         "| local GiB/s | local, runs | global GiB/s | D2H | D2H s | D2H GB/s | D2H / PCIe | H2D "
-        "| H2D s | H2D GB/s | H2D / PCIe | to disk | recv-into-host |",
-        "|" + "---|" * 18,
+        "| H2D s | H2D GB/s | H2D / PCIe | pinned growth ms | to disk | recv-into-host |",
+        "|" + "---|" * 19,
     ]
-    ceilings = [(r["pcie_h2d"], r["pcie_d2h"], *r["pcie_all"]) for r in rows]
+    ceilings = [(r["pcie_h2d"], r["pcie_d2h"], *r["pcie_all"], *r["pcie_duplex"]) for r in rows]
     if all(None not in c for c in ceilings):
+        def span(i):
+            return f"{min(c[i] for c in ceilings):.1f}-{max(c[i] for c in ceilings):.1f}"
         lines[1:1] = [
             "",
-            "PCIe ceilings over the runs, GB/s (rank 0's GPU alone; every rank's GPU at once): "
-            f"H2D {min(c[0] for c in ceilings):.1f}-{max(c[0] for c in ceilings):.1f}; "
-            f"{min(c[2] for c in ceilings):.1f}-{max(c[2] for c in ceilings):.1f}, "
-            f"D2H {min(c[1] for c in ceilings):.1f}-{max(c[1] for c in ceilings):.1f}; "
-            f"{min(c[3] for c in ceilings):.1f}-{max(c[3] for c in ceilings):.1f}."]
+            "PCIe ceilings over the runs, GB/s (rank 0's GPU alone; every rank's GPU at once; "
+            f"every GPU both ways at once): H2D {span(0)}; {span(2)}; {span(4)}, "
+            f"D2H {span(1)}; {span(3)}; {span(5)}."]
     for r in rows:
         lim = "none" if r["limit"] is None else mib(r["limit"])
         lines.append(
@@ -104,10 +126,11 @@ def main():
             f"| {r['local'] / GiB:.2f} "
             f"| {r['local_range'][0] / GiB:.0f}-{r['local_range'][1] / GiB:.0f} "
             f"| {r['global'] / GiB:.2f} "
-            f"| {mib(r['d2h_bytes'])} | {r['d2h_s']:.3f} | {rate(r['d2h_bytes'], r['d2h_s'])} "
-            f"| {of_ceiling(r['d2h_bytes'], r['d2h_s'], r['pcie_d2h'])} "
-            f"| {mib(r['h2d_bytes'])} | {r['h2d_s']:.3f} | {rate(r['h2d_bytes'], r['h2d_s'])} "
-            f"| {of_ceiling(r['h2d_bytes'], r['h2d_s'], r['pcie_h2d'])} "
+            f"| {mib(r['d2h_bytes'])} | {r['d2h_s']:.3f} | {rate(r, 'd2h')} "
+            f"| {of_ceiling(r['d2h_gbps'], r['pcie_d2h'])} "
+            f"| {mib(r['h2d_bytes'])} | {r['h2d_s']:.3f} | {rate(r, 'h2d')} "
+            f"| {of_ceiling(r['h2d_gbps'], r['pcie_h2d'])} "
+            f"| {r['grow_ms']} "
             f"| {mib(r['disk_bytes'])} | {mib(r['recv_host'])} |")
     # Does throughput fall with the limit? A rise between neighbours whose runs overlap is
     # within the runs' spread (the same work, for limits above the peak without one).

@@ -56,6 +56,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #if SPILLWAY_HAS_MPI
@@ -87,6 +88,7 @@ struct Options {
   bool no_overbooking{false};
   bool profile{false};
   long long host_limit_mib{-1};
+  long long pinned_reserve_mib{-1};
   std::string spill_dir;
   long long disk_limit_mib{-1};
   bool cpu{false};
@@ -118,6 +120,9 @@ struct Options {
       "  -b              no overbooking (spillway never overbooks: accepted, changes nothing)\n"
       "  -x              print the memory profile\n"
       "  --host-limit MiB   host memory limit\n"
+      "  --pinned-reserve MiB  pinned host memory mapped up front (default: "
+      "SPILLWAY_PINNED_RESERVE,\n"
+      "                  0: the pool grows as data lands on the host)\n"
       "  --spill-dir DIR    where spill files go (default SPILLWAY_SPILL_DIR or /tmp)\n"
       "  --disk-limit MiB   disk tier limit\n"
       "  --cpu           the CPU path (host memory) even where a GPU exists\n"
@@ -186,6 +191,8 @@ Options parse(int argc, char** argv) {
       o.device_limit_mib = number(i, 0);
     } else if (a == "--host-limit") {
       o.host_limit_mib = number(i, 0);
+    } else if (a == "--pinned-reserve") {
+      o.pinned_reserve_mib = number(i, 0);
     } else if (a == "--spill-dir") {
       o.spill_dir = value(i);
     } else if (a == "--disk-limit") {
@@ -262,6 +269,23 @@ T get(const std::vector<std::uint8_t>& in, std::size_t& at) {
   return v;
 }
 
+/// The statistics' entries that moved between two snapshots (one run's), as a JSON object
+/// {"name": {"count":..,"bytes":..,"seconds":..}}.
+std::string stats_delta_json(const std::map<std::string, Statistics::Stat, std::less<>>& before,
+                             const std::map<std::string, Statistics::Stat, std::less<>>& after) {
+  std::string out = "{";
+  char num[160];
+  for (const auto& [name, now] : after) {
+    const auto it = before.find(name);
+    const Statistics::Stat was = it == before.end() ? Statistics::Stat{} : it->second;
+    if (now.count == was.count) continue;
+    std::snprintf(num, sizeof(num), "\":{\"count\":%zu,\"bytes\":%.0f,\"seconds\":%.9g}",
+                  now.count - was.count, now.bytes - was.bytes, now.seconds - was.seconds);
+    out += (out.size() > 1 ? ",\"" : "\"") + json_escape(name) + num;
+  }
+  return out + "}";
+}
+
 /// What one run of one rank measured.
 struct RunResult {
   double seconds{0};   // elapsed minus the excluded time
@@ -316,13 +340,19 @@ class Bench {
     if (print) print_setup();
     measure_pcie();
     std::vector<std::vector<RunResult>> runs;  // [run][rank]
+    std::string run_stats = "[";               // this rank's statistics of each timed run
     int failed = 0;
     for (int i = 0; i < o_.warmups + o_.runs; ++i) {
       const bool last = i + 1 == o_.warmups + o_.runs;
       if (last) br_.statistics().clear();  // the statistics are of the last run
       const bool steps = o_.timeline && last;
       tools::Timeline timeline(steps, gpu_, br_.stream());
+      const auto before = br_.statistics().snapshot();
       const RunResult mine = run(static_cast<OpID>(i % 0xFF00), total, timeline);
+      if (i >= o_.warmups) {
+        run_stats += (run_stats.size() > 1 ? "," : "") +
+                     stats_delta_json(before, br_.statistics().snapshot());
+      }
       if (steps) print_timeline(timeline);
       std::vector<RunResult> all;
       for (const auto& b : coll_.allgather(mine.encode()))
@@ -335,15 +365,14 @@ class Bench {
         baseline_.push_back(s);
       }
     }
-    // Every rank's statistics, for the JSON file.
-    const auto stats = coll_.allgather([&] {
-      const std::string s = br_.statistics().to_json();
-      return std::vector<std::uint8_t>(s.begin(), s.end());
-    }());
+    // Every rank's statistics, of the last run and of each timed run, for the JSON file.
+    auto bytes = [](const std::string& s) { return std::vector<std::uint8_t>(s.begin(), s.end()); };
+    const auto stats = coll_.allgather(bytes(br_.statistics().to_json()));
+    const auto per_run = coll_.allgather(bytes(run_stats + "]"));
     if (print) {
       print_summary(runs);
       std::cout << br_.statistics().report("Statistics of rank 0 (of the last run):", o_.profile);
-      if (!o_.json.empty()) write_json(runs, stats, failed);
+      if (!o_.json.empty()) write_json(runs, stats, per_run, failed);
     }
     if (failed > 0 && print) {
       std::cerr << "spillway-bench-shuffle: " << failed << " run(s) FAILED validation\n";
@@ -632,9 +661,10 @@ class Bench {
   }
 
   /// On the GPU, before the runs: the pinned host <-> device ceiling (1 GiB each way, medians
-  /// of 5) of rank 0's GPU alone, then of every rank's GPU at once (rank 0's figure: the ranks
-  /// share the host's memory and links), for the copy rates of the statistics and the JSON.
-  /// Every rank calls it.
+  /// of 5) of rank 0's GPU alone, then of every rank's GPU at once, one direction and then both
+  /// (rank 0's figures: the ranks share the host's memory and links; with a limit, copies up
+  /// of landed data run while the GPU copies other ranks' data down), for the copy rates of the
+  /// statistics and the JSON. Every rank calls it.
   void measure_pcie() {
     if (!gpu_) return;
     const bool me = comm_.rank() == 0;
@@ -648,11 +678,15 @@ class Bench {
     comm_.barrier();
     pcie_[3] = tools::pcie_ceiling(GiB, false);
     comm_.barrier();
+    std::tie(pcie_[4], pcie_[5]) = tools::pcie_duplex_ceiling(GiB);
+    comm_.barrier();
     if (!me) return;
     std::cout << "PCIe ceiling (pinned <-> device, 1 GiB, medians of 5, this run): rank 0's GPU "
               << "alone H2D " << fixed(pcie_[0], 1) << " | D2H " << fixed(pcie_[1], 1)
               << " GB/s; all " << comm_.nranks() << " ranks' GPUs at once (rank 0's) H2D "
-              << fixed(pcie_[2], 1) << " | D2H " << fixed(pcie_[3], 1) << " GB/s\n";
+              << fixed(pcie_[2], 1) << " | D2H " << fixed(pcie_[3], 1)
+              << " GB/s; both ways at once on all GPUs H2D " << fixed(pcie_[4], 1) << " | D2H "
+              << fixed(pcie_[5], 1) << " GB/s\n";
   }
 
   void print_setup() const {
@@ -731,7 +765,8 @@ class Bench {
   }
 
   void write_json(const std::vector<std::vector<RunResult>>& runs,
-                  const std::vector<std::vector<std::uint8_t>>& stats, int failed) const {
+                  const std::vector<std::vector<std::uint8_t>>& stats,
+                  const std::vector<std::vector<std::uint8_t>>& per_run, int failed) const {
     std::ofstream f(o_.json);
     if (!f) throw io_error("cannot write --json file '" + o_.json + "'");
     auto pcie = [&](std::size_t i) { return gpu_ ? std::to_string(pcie_[i]) : "null"; };
@@ -749,6 +784,7 @@ class Bench {
       << ",\"host_limit\":" << limit(MemoryType::HOST) << ",\"failed_runs\":" << failed
       << ",\"pcie_h2d_gbps\":" << pcie(0) << ",\"pcie_d2h_gbps\":" << pcie(1)
       << ",\"pcie_h2d_all_gbps\":" << pcie(2) << ",\"pcie_d2h_all_gbps\":" << pcie(3)
+      << ",\"pcie_h2d_duplex_gbps\":" << pcie(4) << ",\"pcie_d2h_duplex_gbps\":" << pcie(5)
       << ",\"alltoallv_seconds\":[";
     for (std::size_t i = 0; i < baseline_.size(); ++i) f << (i ? "," : "") << baseline_[i];
     f << "],\"runs\":[";
@@ -761,9 +797,12 @@ class Bench {
       }
       f << "]";
     }
-    f << "],\"statistics\":[";
-    for (std::size_t r = 0; r < stats.size(); ++r) {
-      f << (r ? "," : "") << std::string(stats[r].begin(), stats[r].end());
+    // [rank]: the last run's statistics and memory profile; [rank][run]: each timed run's.
+    for (const auto& [key, all] : {std::pair{"statistics", &stats}, {"run_statistics", &per_run}}) {
+      f << "],\"" << key << "\":[";
+      for (std::size_t r = 0; r < all->size(); ++r) {
+        f << (r ? "," : "") << std::string((*all)[r].begin(), (*all)[r].end());
+      }
     }
     f << "]}\n";
   }
@@ -774,8 +813,9 @@ class Bench {
   const bool gpu_;
   Collective coll_;
   std::vector<double> baseline_;  // MPI_Alltoallv's seconds per timed run (run_baseline)
-  /// GB/s (measure_pcie): H2D and D2H of rank 0's GPU alone, then with every GPU at once.
-  std::array<double, 4> pcie_{};
+  /// GB/s (measure_pcie): H2D and D2H of rank 0's GPU alone, with every GPU at once, and
+  /// with both directions at once on every GPU.
+  std::array<double, 6> pcie_{};
 #if SPILLWAY_HAS_MPI
   std::unique_ptr<tools::Alltoallv> a2a_;
 #endif
@@ -800,6 +840,8 @@ BufferResourceConfig rank_config(const Options& o) {
   limit_mib(MemoryType::HOST, o.host_limit_mib);
   limit_mib(MemoryType::DISK, o.disk_limit_mib);
   if (o.no_pinned) c.pinned_pool = false;
+  if (o.pinned_reserve_mib >= 0)
+    c.pinned_reserve = Limit::bytes(std::size_t(o.pinned_reserve_mib) << 20);
   if (!o.spill_dir.empty()) c.spill_dir = o.spill_dir;
   // Ranks that share a GPU share its memory: each pool gets its part of 90% (not 50% each).
   const int gpus = cuda::device_count();

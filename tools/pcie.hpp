@@ -11,18 +11,27 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace spillway::tools {
+
+using Owned = std::unique_ptr<void, void (*)(void*)>;
+
+/// A pinned host and a device buffer of `n` bytes, both written.
+inline std::pair<Owned, Owned> pcie_buffers(std::size_t n) {
+  Owned host(cuda::malloc_pinned(n), cuda::free_pinned);
+  Owned dev(cuda::malloc_device(n), cuda::free_device);
+  std::memset(host.get(), 1, n);
+  cuda::memset_device(dev.get(), 1, n);
+  return {std::move(host), std::move(dev)};
+}
 
 /// GB/s of `bytes` (at most 1 GiB) copied from pinned host memory to the device (or back):
 /// the median of 5 copies after one to warm up.
 inline double pcie_ceiling(std::size_t bytes, bool to_device) {
   const std::size_t n = std::min<std::size_t>(bytes, GiB);
-  std::unique_ptr<void, void (*)(void*)> host(cuda::malloc_pinned(n), cuda::free_pinned);
-  std::unique_ptr<void, void (*)(void*)> dev(cuda::malloc_device(n), cuda::free_device);
-  std::memset(host.get(), 1, n);
-  cuda::memset_device(dev.get(), 1, n);
+  auto [host, dev] = pcie_buffers(n);
   std::vector<double> gbps;
   for (int i = 0; i < 6; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -37,6 +46,42 @@ inline double pcie_ceiling(std::size_t bytes, bool to_device) {
   }
   std::sort(gbps.begin(), gbps.end());
   return gbps[gbps.size() / 2];
+}
+
+/// GB/s of `bytes` (at most 1 GiB) each way with both directions at once: a copy up and a
+/// copy down of the same size started together on two streams, each timed by its own events
+/// (the rate a copy up gets while the link also carries a copy down). Medians of 5 after one
+/// to warm up: {H2D, D2H}.
+inline std::pair<double, double> pcie_duplex_ceiling(std::size_t bytes) {
+  const std::size_t n = std::min<std::size_t>(bytes, GiB);
+  auto [up_src, up_dst] = pcie_buffers(n);
+  auto [down_dst, down_src] = pcie_buffers(n);
+  const OwningStream up_stream;
+  const OwningStream down_stream;
+  Owned events[4] = {{cuda::event_create(), cuda::event_destroy},
+                     {cuda::event_create(), cuda::event_destroy},
+                     {cuda::event_create(), cuda::event_destroy},
+                     {cuda::event_create(), cuda::event_destroy}};
+  std::vector<double> up;
+  std::vector<double> down;
+  for (int i = 0; i < 6; ++i) {
+    cuda::event_record(events[0].get(), up_stream.view());
+    cuda::memcpy_async(up_dst.get(), up_src.get(), n, up_stream.view());
+    cuda::event_record(events[1].get(), up_stream.view());
+    cuda::event_record(events[2].get(), down_stream.view());
+    cuda::memcpy_async(down_dst.get(), down_src.get(), n, down_stream.view());
+    cuda::event_record(events[3].get(), down_stream.view());
+    cuda::event_synchronize(events[1].get());
+    cuda::event_synchronize(events[3].get());
+    if (i == 0) continue;  // the first warms up
+    up.push_back(static_cast<double>(n) / cuda::event_elapsed_ms(events[0].get(), events[1].get()) /
+                 1e6);
+    down.push_back(static_cast<double>(n) /
+                   cuda::event_elapsed_ms(events[2].get(), events[3].get()) / 1e6);
+  }
+  std::sort(up.begin(), up.end());
+  std::sort(down.begin(), down.end());
+  return {up[up.size() / 2], down[down.size() / 2]};
 }
 
 }  // namespace spillway::tools

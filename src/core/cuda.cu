@@ -267,6 +267,13 @@ void pool_free(void* ptr, Stream stream) noexcept {
   (void)cudaFreeAsync(ptr, s(stream));
 }
 
+std::size_t pool_reserved(void* pool) {
+  std::uint64_t bytes = 0;
+  SPILLWAY_CUDA_TRY(cudaMemPoolGetAttribute(static_cast<cudaMemPool_t>(pool),
+                                            cudaMemPoolAttrReservedMemCurrent, &bytes));
+  return static_cast<std::size_t>(bytes);
+}
+
 void* malloc_pinned(std::size_t bytes) {
   void* p = nullptr;
   SPILLWAY_CUDA_TRY(cudaMallocHost(&p, bytes));

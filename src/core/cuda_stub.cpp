@@ -69,6 +69,9 @@ void* pool_malloc(void* /*pool*/, std::size_t /*bytes*/, Stream /*stream*/) {
   no_cuda("pool_malloc");
 }
 void pool_free(void* /*ptr*/, Stream /*stream*/) noexcept {}
+std::size_t pool_reserved(void* /*pool*/) {
+  no_cuda("pool_reserved");
+}
 void* malloc_pinned(std::size_t /*bytes*/) {
   no_cuda("malloc_pinned");
 }

@@ -104,6 +104,9 @@ OptionValues from_environment() {
                      "SPILLWAY_PINNED_POOL must be 0 or 1, got '" + *e + "'");
     v.pinned_pool = (*e == "1");
   }
+  if (auto e = env("SPILLWAY_PINNED_RESERVE")) {
+    v.pinned_reserve = Limit::parse(*e, "SPILLWAY_PINNED_RESERVE");
+  }
   if (auto e = env("SPILLWAY_HOST_CACHE")) v.host_cache = Limit::parse(*e, "SPILLWAY_HOST_CACHE");
   if (auto e = env("SPILLWAY_IO_THREADS")) {
     v.io_threads = parse_bytes(*e, "SPILLWAY_IO_THREADS");
@@ -241,6 +244,9 @@ void set_device_pool_size(Limit l) {
 }
 void set_pinned_pool(bool enabled) {
   update([&](OptionValues& v) { v.pinned_pool = enabled; });
+}
+void set_pinned_reserve(Limit l) {
+  update([&](OptionValues& v) { v.pinned_reserve = l; });
 }
 void set_host_cache(Limit l) {
   update([&](OptionValues& v) { v.host_cache = l; });

@@ -73,6 +73,7 @@ BufferResourceConfig BufferResourceConfig::from_options() {
   c.device_allocator = o.device_allocator;
   c.device_pool_size = o.device_pool_size;
   c.pinned_pool = o.pinned_pool;
+  c.pinned_reserve = o.pinned_reserve;
   c.host_cache = o.host_cache;
   c.spill_dir = o.spill_dir;
   c.io_threads = o.io_threads;
@@ -116,7 +117,13 @@ BufferResource::BufferResource(const BufferResourceConfig& config)
     if (config_.pinned_pool) {
       pin.capacity = physical_memory();
       pin.limit = config_.limits[index(MemoryType::PINNED_HOST)].resolve(pin.capacity);
-      pin.mr = std::make_unique<PinnedMemoryResource>();
+      const std::size_t reserve = std::min(config_.pinned_reserve.resolve(pin.capacity), pin.limit);
+      SPILLWAY_EXPECTS(
+          reserve != unlimited_bytes,
+          "a pinned reserve of 'unlimited' means the PINNED_HOST limit, and none is set");
+      auto pinned_mr = std::make_unique<PinnedMemoryResource>(reserve);
+      pinned_mr_ = pinned_mr.get();
+      pin.mr = std::move(pinned_mr);
       pin.live = true;
     }
     stream_ = OwningStream();
@@ -306,6 +313,8 @@ std::unique_ptr<Buffer> BufferResource::allocate(MemoryReservation& res, std::si
   take(res, bytes, t);
   const auto t0 = Clock::now();
   void* ptr = nullptr;
+  PinnedMemoryResource* pinned = t == MemoryType::PINNED_HOST ? pinned_mr_ : nullptr;
+  const std::size_t held = pinned != nullptr ? pinned->reserved_bytes() : 0;
   try {
     if (t != MemoryType::HOST) activate_device();
     ptr = tiers_[index(t)].mr->allocate(bytes, stream);
@@ -313,7 +322,13 @@ std::unique_ptr<Buffer> BufferResource::allocate(MemoryReservation& res, std::si
     res.size_ += bytes;
     throw;
   }
-  statistics_.add(names().alloc[index(t)], static_cast<double>(bytes), seconds_since(t0));
+  const double seconds = seconds_since(t0);
+  statistics_.add(names().alloc[index(t)], static_cast<double>(bytes), seconds);
+  // The pinned pool grew (pages pinned on this thread): its own entry, since it costs far
+  // more than a reuse. Another thread's growth at the same time may be counted here too.
+  if (const std::size_t now = pinned != nullptr ? pinned->reserved_bytes() : 0; now > held) {
+    statistics_.add("alloc-pinned_host-grow", static_cast<double>(now - held), seconds);
+  }
   statistics_.memory_profiler().on_allocate(index(t), bytes);
   return std::unique_ptr<Buffer>(new Buffer(*this, t, bytes, ptr, stream));
 }

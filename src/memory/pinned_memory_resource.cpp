@@ -3,13 +3,20 @@
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/core/logging.hpp>
+#include <spillway/core/units.hpp>
+
+#include <chrono>
+#include <iomanip>
+#include <sstream>
 
 namespace spillway {
 
 PinnedMemoryResource::PinnedMemoryResource(std::size_t reserve_bytes) {
   SPILLWAY_EXPECTS(cuda::is_available(), "pinned host memory needs CUDA and a GPU");
   try {
+    const auto t0 = std::chrono::steady_clock::now();
     pool_ = cuda::pool_create(/*pinned_host=*/true, reserve_bytes);
+    reserve_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     alloc_stream_ = OwningStream();
   } catch (const cuda_error& e) {
     SPILLWAY_LOG(info, "pinned host pool unavailable, using cudaMallocHost: " << e.what());
@@ -21,8 +28,16 @@ PinnedMemoryResource::~PinnedMemoryResource() {
   if (pool_ != nullptr) cuda::pool_destroy(pool_);
 }
 
+std::size_t PinnedMemoryResource::reserved_bytes() const {
+  return pool_ != nullptr ? cuda::pool_reserved(pool_) : 0;
+}
+
 std::string PinnedMemoryResource::describe() const {
-  return pool_ != nullptr ? "pinned host cudaMemPool" : "cudaMallocHost";
+  if (pool_ == nullptr) return "cudaMallocHost";
+  std::ostringstream s;
+  s << "pinned host cudaMemPool (" << format_bytes(static_cast<double>(reserved_bytes()))
+    << " mapped; made in " << std::fixed << std::setprecision(2) << reserve_seconds_ << " s)";
+  return s.str();
 }
 
 void* PinnedMemoryResource::do_allocate(std::size_t bytes, Stream stream) {

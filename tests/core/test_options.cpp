@@ -46,6 +46,7 @@ TEST(Options, DefaultsAreSane) {
   EXPECT_EQ(o.io_gds, IoGds::automatic);
   EXPECT_EQ(o.mpi_ipc_window, 1024 * MiB);
   EXPECT_EQ(o.mpi_ipc_slot, 256 * MiB);
+  EXPECT_EQ(o.pinned_reserve, Limit::bytes(0));
 }
 
 TEST(Options, EnvironmentIsRead) {
@@ -57,6 +58,7 @@ TEST(Options, EnvironmentIsRead) {
   env.set("SPILLWAY_SPILL_DIR", "/var/tmp");
   env.set("SPILLWAY_IO_THREADS", "3");
   env.set("SPILLWAY_PINNED_POOL", "0");
+  env.set("SPILLWAY_PINNED_RESERVE", "2GiB");
   env.set("SPILLWAY_IO_TASK_SIZE", "16MiB");
   env.set("SPILLWAY_IO_DIRECT", "1");
   env.set("SPILLWAY_COMM_TIMEOUT", "2.5");
@@ -72,6 +74,7 @@ TEST(Options, EnvironmentIsRead) {
   EXPECT_EQ(o.spill_dir, "/var/tmp");
   EXPECT_EQ(o.io_threads, 3u);
   EXPECT_FALSE(o.pinned_pool);
+  EXPECT_EQ(o.pinned_reserve, Limit::bytes(2 * GiB));
   EXPECT_EQ(o.io_task_size, 16 * MiB);
   EXPECT_TRUE(o.io_direct);
   EXPECT_EQ(o.comm_timeout, std::chrono::milliseconds(2500));
@@ -87,6 +90,7 @@ TEST(Options, BadEnvironmentNamesTheVariable) {
        std::vector<std::pair<std::string, std::string>>{{"SPILLWAY_HOST_LIMIT", "lots"},
                                                         {"SPILLWAY_DEVICE_ALLOCATOR", "magic"},
                                                         {"SPILLWAY_PINNED_POOL", "yes"},
+                                                        {"SPILLWAY_PINNED_RESERVE", "some"},
                                                         {"SPILLWAY_LOG_LEVEL", "loud"},
                                                         {"SPILLWAY_IO_THREADS", "0"},
                                                         {"SPILLWAY_IO_TASK_SIZE", "0"},

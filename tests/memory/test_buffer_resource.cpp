@@ -231,6 +231,36 @@ TEST(BufferResource, AbsentTiersAreAClearError) {
   EXPECT_THROW((void)br.move(std::move(buf), MemoryType::PINNED_HOST), logic_error);
 }
 
+// SPILLWAY_PINNED_RESERVE maps pinned memory up front: allocations within it do not grow
+// the pool; one beyond it does, and the statistics name the growth.
+TEST(BufferResource, PinnedReserveIsMappedUpFrontAndGrowthIsCounted) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no GPU";
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.limits[index(MemoryType::PINNED_HOST)] = Limit::bytes(256 * MiB);
+  cfg.pinned_reserve = Limit::bytes(64 * MiB);
+  BufferResource br(cfg);
+  SPILLWAY_SKIP_UNLESS_LIVE(br, MemoryType::PINNED_HOST);
+  if (br.describe().find("cudaMemPool") == std::string::npos) GTEST_SKIP() << "no pinned pool";
+  auto within = br.allocate(MemoryType::PINNED_HOST, 48 * MiB, br.stream());
+  EXPECT_FALSE(br.statistics().get("alloc-pinned_host-grow").has_value());
+  auto beyond = br.allocate(MemoryType::PINNED_HOST, 128 * MiB, br.stream());
+  const auto grew = br.statistics().get("alloc-pinned_host-grow");
+  ASSERT_TRUE(grew.has_value());
+  EXPECT_GE(grew->bytes, 128.0 * MiB - 16.0 * MiB);  // what the 64 MiB left could not hold
+  test::fill_pattern(beyond->data(), beyond->size(), 9);
+  EXPECT_EQ(test::check_pattern(beyond->data(), beyond->size(), 9), beyond->size());
+}
+
+TEST(BufferResource, AnUnlimitedPinnedReserveNeedsAPinnedLimit) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no GPU";
+  TempDir dir;
+  auto cfg = test::small_config(dir.path());
+  cfg.limits[index(MemoryType::PINNED_HOST)] = Limit::unlimited();
+  cfg.pinned_reserve = Limit::unlimited();
+  EXPECT_THROW(BufferResource{cfg}, logic_error);
+}
+
 TEST(BufferResource, FractionLimitsResolveAgainstCapacity) {
   TempDir dir;
   auto cfg = test::small_config(dir.path());

@@ -6,6 +6,10 @@
 
 #include "common.hpp"
 
+#if SPILLWAY_HAS_CUDA
+#include <cuda_runtime.h>
+#endif
+
 using namespace spillway;
 
 class DeviceAllocators : public ::testing::TestWithParam<DeviceAllocator> {};
@@ -52,6 +56,60 @@ TEST(PinnedMemoryResource, HostWritableAtOnceAndCopies) {
   stream.view().synchronize();
   SUCCEED() << mr.describe();
 }
+
+#if SPILLWAY_HAS_CUDA
+namespace {
+
+/// Holds a stream at a host function until opened, or for 20 s at most: a regression that
+/// waits for the stream then fails (the gate expired) instead of hanging.
+struct StreamGate {
+  std::atomic<bool> open{false};
+  std::atomic<bool> expired{false};
+
+  static void CUDART_CB hold(void* self) {
+    auto& g = *static_cast<StreamGate*>(self);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!g.open.load()) {
+      if (std::chrono::steady_clock::now() > until) {
+        g.expired.store(true);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  void close_on(Stream s) {
+    ASSERT_EQ(cudaLaunchHostFunc(static_cast<cudaStream_t>(s.handle()), &hold, this), cudaSuccess);
+  }
+};
+
+}  // namespace
+
+// The progress thread allocates landing buffers on a stream that also carries the rank's
+// kernels; an allocation that waited for them stopped every transfer meanwhile (40-180 ms
+// per spilling run, bench/NOTES.md). Nor may it reuse bytes freed on a busy stream by waiting
+// for that stream.
+TEST(PinnedMemoryResource, AllocationDoesNotWaitForTheCallersStream) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no GPU";
+  PinnedMemoryResource mr;
+  if (!mr.uses_pool()) GTEST_SKIP() << "cudaMallocHost: not ordered on a stream";
+  OwningStream busy;
+  StreamGate gate;
+  gate.close_on(busy.view());
+  const std::size_t n = 8 * MiB;
+  auto* a = static_cast<std::byte*>(mr.allocate(n, busy.view()));
+  test::fill_pattern(a, n, 5);       // host-writable at once
+  mr.deallocate(a, n, busy.view());  // freed behind the gate
+  auto* b = static_cast<std::byte*>(mr.allocate(n, busy.view()));
+  test::fill_pattern(b, n, 6);
+  const bool waited = gate.expired.load();
+  gate.open.store(true);
+  busy.view().synchronize();
+  EXPECT_FALSE(waited) << "allocate() waited for the work queued on the caller's stream";
+  EXPECT_EQ(test::check_pattern(b, n, 6), n);
+  mr.deallocate(b, n, busy.view());
+  busy.view().synchronize();
+}
+#endif
 
 TEST(DeviceMemoryResource, WithoutAGpuItIsAClearError) {
   if (cuda::is_available()) GTEST_SKIP() << "a GPU is present";

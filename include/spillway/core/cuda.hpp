@@ -61,6 +61,8 @@ void* pool_create(bool pinned_host, std::size_t reserve_bytes);
 void pool_destroy(void* pool) noexcept;
 void* pool_malloc(void* pool, std::size_t bytes, Stream stream);
 void pool_free(void* ptr, Stream stream) noexcept;
+/// Bytes of memory the pool holds from the system now (in use or cached).
+std::size_t pool_reserved(void* pool);
 
 void* malloc_pinned(std::size_t bytes);
 void free_pinned(void* ptr) noexcept;

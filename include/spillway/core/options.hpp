@@ -40,6 +40,11 @@ struct OptionValues {
   /// SPILLWAY_PINNED_POOL: use a pinned-host pool for PINNED_HOST (1) or disable that tier (0,
   /// like RapidsMPF's -L). Default 1.
   bool pinned_pool{true};
+  /// SPILLWAY_PINNED_RESERVE: pinned host memory the pool maps up front (bytes or a fraction
+  /// of host memory, at most the PINNED_HOST limit); default 0: it grows as it is used. Growing
+  /// pins fresh pages on the allocating thread, a few GB/s (bench/NOTES.md), so a first
+  /// landing of several GiB on the host waits for it.
+  Limit pinned_reserve{Limit::bytes(0)};
   /// SPILLWAY_HOST_CACHE: freed host blocks kept for reuse (bytes or a fraction of host
   /// memory); cached plus used bytes never exceed the HOST limit. Default 10%.
   Limit host_cache{Limit::fraction(0.1)};
@@ -104,6 +109,7 @@ void set_disk_limit(Limit l);
 void set_device_allocator(DeviceAllocator a);
 void set_device_pool_size(Limit l);
 void set_pinned_pool(bool enabled);
+void set_pinned_reserve(Limit l);
 void set_host_cache(Limit l);
 void set_io_threads(std::size_t n);
 void set_io_task_size(std::size_t bytes);

@@ -11,6 +11,7 @@
 #include <spillway/memory/memory_reservation.hpp>
 #include <spillway/memory/memory_resource.hpp>
 #include <spillway/memory/memory_type.hpp>
+#include <spillway/memory/pinned_memory_resource.hpp>
 #include <spillway/memory/spill_files.hpp>
 #include <spillway/memory/spill_manager.hpp>
 #include <spillway/stats/statistics.hpp>
@@ -36,6 +37,9 @@ struct BufferResourceConfig {
   Limit device_pool_size{};
   /// Whether the PINNED_HOST tier exists (RapidsMPF's -L turns it off).
   bool pinned_pool{true};
+  /// PINNED_HOST memory mapped up front, at most the tier's limit; unlimited means the
+  /// limit (which must then be set). Default 0: the pool grows as it is used.
+  Limit pinned_reserve{Limit::bytes(0)};
   /// Freed host blocks kept for reuse (see HostMemoryResource); within the HOST limit.
   Limit host_cache{Limit::fraction(0.1)};
   /// False forces the CPU path (no DEVICE or PINNED_HOST tier) even where a GPU exists.
@@ -205,7 +209,8 @@ class BufferResource {
   int device_{-1};
   Statistics statistics_;
   std::array<Tier, 4> tiers_;
-  HostMemoryResource* host_mr_{nullptr};  // tiers_[HOST].mr, typed
+  HostMemoryResource* host_mr_{nullptr};      // tiers_[HOST].mr, typed
+  PinnedMemoryResource* pinned_mr_{nullptr};  // tiers_[PINNED_HOST].mr, typed (when live)
   SpillFiles spill_files_;
   OwningStream stream_;
   SpillManager spill_manager_;  // last: its background thread stops first

@@ -30,6 +30,8 @@ class PinnedMemoryResource final : public MemoryResource {
   [[nodiscard]] MemoryType mem_type() const noexcept override { return MemoryType::PINNED_HOST; }
   [[nodiscard]] std::string describe() const override;
   [[nodiscard]] bool uses_pool() const noexcept { return pool_ != nullptr; }
+  /// Bytes the pool holds from the system (in use or kept for reuse); 0 without a pool.
+  [[nodiscard]] std::size_t reserved_bytes() const;
 
  private:
   void* do_allocate(std::size_t bytes, Stream stream) override;
@@ -39,6 +41,7 @@ class PinnedMemoryResource final : public MemoryResource {
   /// Where the pool allocates: a stream of the resource's own that holds nothing else, so
   /// that an allocation waits for itself alone, not for the caller's queued work.
   OwningStream alloc_stream_{nullptr};
+  double reserve_seconds_{0};  // making the pool, with its reserve mapped
 };
 
 }  // namespace spillway
