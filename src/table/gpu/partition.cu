@@ -667,13 +667,17 @@ Counted<PidT> count_rows(const TableView& table, std::span<const std::size_t> ke
 
 /// Pass 3 for fixed-width columns and masks: writes columns `cols[0, ncols)` to `dest`
 /// (dest[c * parts + p]). `cursors` are the scan made relative to the partition starts
-/// (relative_kernel); the sorting kernel advances them, so each call needs its own copy.
-/// `split_up_to`: the most partitions the warp split takes (split_partitions or
-/// plan_split_partitions).
+/// (relative_kernel); the sorting kernel advances them (sorts()), so each call of it needs
+/// its own copy. `wide_split`: the warp split takes up to plan_split_partitions partitions
+/// (PartitionPlan, which launches once per column group), not split_partitions.
+template <typename PidT>
+bool sorts(const Counted<PidT>& counted, bool wide_split) {
+  return counted.tl.parts > (wide_split ? plan_split_partitions : split_partitions);
+}
+
 template <typename PidT>
 void place_rows(const Counted<PidT>& counted, std::uint32_t* cursors, const DeviceColumn* cols,
-                std::size_t ncols, const Dest* dest, Stream stream,
-                std::uint32_t split_up_to = split_partitions) {
+                std::size_t ncols, const Dest* dest, Stream stream, bool wide_split = false) {
   const Tiling& tl = counted.tl;
   const auto blocks = static_cast<unsigned>(tl.tiles);
   const auto* pid = as<const PidT>(*counted.pid);
@@ -681,7 +685,7 @@ void place_rows(const Counted<PidT>& counted, std::uint32_t* cursors, const Devi
   if (tl.parts <= split_partitions) {
     split_place_kernel<PidT, split_partitions>
         <<<blocks, block_threads, 0, raw(stream)>>>(pid, tl, cursors, cols, n, dest);
-  } else if (tl.parts <= std::min(split_up_to, plan_split_partitions)) {
+  } else if (!sorts(counted, wide_split)) {
     split_place_kernel<PidT, plan_split_partitions>
         <<<blocks, block_threads, 0, raw(stream)>>>(pid, tl, cursors, cols, n, dest);
   } else {
@@ -899,11 +903,15 @@ void PartitionPlan::place(std::size_t first, std::size_t last, std::span<std::by
   auto d_dest = detail::to_device(dest, s.br, stream);
   std::visit(
       [&](const auto& c) {
-        // The sorting place pass advances its cursors: each call works on a copy.
-        auto cursors = s.br.allocate(MemoryType::DEVICE, c.hist->size(), stream);
-        cuda::memcpy_async(cursors->data(), c.hist->data(), c.hist->size(), stream);
-        place_rows(c, as<std::uint32_t>(*cursors), as<const DeviceColumn>(*s.columns) + first,
-                   last - first, as<const Dest>(*d_dest), stream, plan_split_partitions);
+        // The sorting place pass advances its cursors: then each call works on a copy.
+        std::unique_ptr<Buffer> copy;
+        if (sorts(c, /*wide_split=*/true)) {
+          copy = s.br.allocate(MemoryType::DEVICE, c.hist->size(), stream);
+          cuda::memcpy_async(copy->data(), c.hist->data(), c.hist->size(), stream);
+        }
+        place_rows(c, as<std::uint32_t>(copy ? *copy : *c.hist),
+                   as<const DeviceColumn>(*s.columns) + first, last - first,
+                   as<const Dest>(*d_dest), stream, /*wide_split=*/true);
       },
       s.counted);
 }
