@@ -59,6 +59,10 @@ def row(path):
             for r in zip(*d["run_statistics"])]
     out["grow_ms"] = f"{statistics.median(grow) * 1e3:.0f} ({max(grow) * 1e3:.0f})" if d["gpu"] else "-"
     out["disk_bytes"] = stat(st, disk, "bytes")
+    # Whether any run moved a byte off the top tier (landed, spilled or copied down).
+    off = d2h + disk + ["recv-into-host-memory"]
+    out["moved"] = any(stat([{"stats": x} for x in r], off, "bytes") > 0
+                       for r in zip(*d["run_statistics"]))
     out["recv_host"] = stat(st, ["recv-into-host-memory"], "bytes")
     out["pcie_h2d"] = d.get("pcie_h2d_gbps")
     out["pcie_d2h"] = d.get("pcie_d2h_gbps")
@@ -133,15 +137,18 @@ def main():
             f"| {r['grow_ms']} "
             f"| {mib(r['disk_bytes'])} | {mib(r['recv_host'])} |")
     # Does throughput fall with the limit? A rise between neighbours whose runs overlap is
-    # within the runs' spread (the same work, for limits above the peak without one).
+    # within the runs' spread; between limits where no run moved a byte off the top tier it is
+    # the same work (each limit is a process of its own: their order is noise).
     rises = []
     for hi, lo in zip(rows, rows[1:]):
         if lo["local"] > hi["local"]:
             within = lo["local_range"][0] <= hi["local_range"][1]
+            same = not hi["moved"] and not lo["moved"]
             rises.append(f"{'none' if hi['limit'] is None else mib(hi['limit'])} -> "
                          f"{mib(lo['limit'])} MiB ({hi['local'] / GiB:.1f} -> "
                          f"{lo['local'] / GiB:.1f} GiB/s, "
-                         f"{'within' if within else 'beyond'} the runs' spread)")
+                         f"{'within' if within else 'beyond'} the runs' spread"
+                         f"{'; the same work: no run moved a byte off the top tier' if same else ''})")
     lines += ["", "Local throughput (medians) never rises as the limit falls."
               if not rises else "Local throughput (medians) rises: " + "; ".join(rises) + "."]
     md = os.path.join(out, f"sweep-{tier}.md")
