@@ -120,9 +120,8 @@ struct Options {
       "  -b              no overbooking (spillway never overbooks: accepted, changes nothing)\n"
       "  -x              print the memory profile\n"
       "  --host-limit MiB   host memory limit\n"
-      "  --pinned-reserve MiB  pinned host memory mapped up front (default: "
-      "SPILLWAY_PINNED_RESERVE,\n"
-      "                  0: the pool grows as data lands on the host)\n"
+      "  --pinned-reserve MiB  pinned host memory mapped up front (default\n"
+      "                  SPILLWAY_PINNED_RESERVE, else 0: it grows as data lands)\n"
       "  --spill-dir DIR    where spill files go (default SPILLWAY_SPILL_DIR or /tmp)\n"
       "  --disk-limit MiB   disk tier limit\n"
       "  --cpu           the CPU path (host memory) even where a GPU exists\n"
@@ -269,23 +268,6 @@ T get(const std::vector<std::uint8_t>& in, std::size_t& at) {
   return v;
 }
 
-/// The statistics' entries that moved between two snapshots (one run's), as a JSON object
-/// {"name": {"count":..,"bytes":..,"seconds":..}}.
-std::string stats_delta_json(const std::map<std::string, Statistics::Stat, std::less<>>& before,
-                             const std::map<std::string, Statistics::Stat, std::less<>>& after) {
-  std::string out = "{";
-  char num[160];
-  for (const auto& [name, now] : after) {
-    const auto it = before.find(name);
-    const Statistics::Stat was = it == before.end() ? Statistics::Stat{} : it->second;
-    if (now.count == was.count) continue;
-    std::snprintf(num, sizeof(num), "\":{\"count\":%zu,\"bytes\":%.0f,\"seconds\":%.9g}",
-                  now.count - was.count, now.bytes - was.bytes, now.seconds - was.seconds);
-    out += (out.size() > 1 ? ",\"" : "\"") + json_escape(name) + num;
-  }
-  return out + "}";
-}
-
 /// What one run of one rank measured.
 struct RunResult {
   double seconds{0};   // elapsed minus the excluded time
@@ -351,7 +333,7 @@ class Bench {
       const RunResult mine = run(static_cast<OpID>(i % 0xFF00), total, timeline);
       if (i >= o_.warmups) {
         run_stats += (run_stats.size() > 1 ? "," : "") +
-                     stats_delta_json(before, br_.statistics().snapshot());
+                     Statistics::to_json(Statistics::since(before, br_.statistics().snapshot()));
       }
       if (steps) print_timeline(timeline);
       std::vector<RunResult> all;

@@ -52,7 +52,7 @@ std::optional<Statistics::Stat> Statistics::get(std::string_view name) const {
   return it->second;
 }
 
-std::map<std::string, Statistics::Stat, std::less<>> Statistics::snapshot() const {
+Statistics::Snapshot Statistics::snapshot() const {
   std::lock_guard lock(mutex_);
   return stats_;
 }
@@ -97,11 +97,23 @@ std::string Statistics::report(std::string_view header, bool memory_profile) con
   return out;
 }
 
-std::string Statistics::to_json() const {
-  std::string out = "{\"stats\":{";
+Statistics::Snapshot Statistics::since(const Snapshot& before, const Snapshot& after) {
+  Snapshot out;
+  for (const auto& [name, now] : after) {
+    const auto it = before.find(name);
+    const Stat was = it == before.end() ? Stat{} : it->second;
+    if (now.count == was.count) continue;
+    out.emplace(name,
+                Stat{now.count - was.count, now.bytes - was.bytes, now.seconds - was.seconds});
+  }
+  return out;
+}
+
+std::string Statistics::to_json(const Snapshot& entries) {
+  std::string out = "{";
   bool first = true;
   char num[64];
-  for (const auto& [name, s] : snapshot()) {
+  for (const auto& [name, s] : entries) {
     out += first ? "" : ",";
     first = false;
     out += "\"" + json_escape(name) + "\":{\"count\":" + std::to_string(s.count);
@@ -110,7 +122,12 @@ std::string Statistics::to_json() const {
     std::snprintf(num, sizeof(num), ",\"seconds\":%.9g}", s.seconds);
     out += num;
   }
-  out += "},\"memory_profile\":{";
+  return out + "}";
+}
+
+std::string Statistics::to_json() const {
+  std::string out = "{\"stats\":" + to_json(snapshot());
+  out += ",\"memory_profile\":{";
   for (std::size_t t = 0; t < MemoryProfiler::num_tiers; ++t) {
     if (t > 0) out += ',';
     out += '"';

@@ -54,3 +54,21 @@ TEST(Statistics, ConcurrentAdds) {
   EXPECT_EQ(s.get("n")->count, 4000u);
   EXPECT_DOUBLE_EQ(s.get("n")->bytes, 4000.0);
 }
+
+TEST(Statistics, TheEntriesSinceASnapshot) {
+  Statistics st;
+  st.add("copy", 100, 0.5);
+  st.add("alloc", 10, 0.1);
+  const auto before = st.snapshot();
+  st.add("copy", 40, 0.25, 2);
+  st.add("new", 7, 0);
+  const auto d = Statistics::since(before, st.snapshot());
+  ASSERT_EQ(d.size(), 2u);  // "alloc" did not move
+  EXPECT_EQ(d.at("copy").count, 2u);
+  EXPECT_DOUBLE_EQ(d.at("copy").bytes, 40);
+  EXPECT_DOUBLE_EQ(d.at("copy").seconds, 0.25);
+  EXPECT_EQ(d.at("new").count, 1u);
+  EXPECT_EQ(Statistics::to_json(d),
+            "{\"copy\":{\"count\":2,\"bytes\":40,\"seconds\":0.25},"
+            "\"new\":{\"count\":1,\"bytes\":7,\"seconds\":0}}");
+}

@@ -42,7 +42,12 @@ class Statistics {
   void add_count(std::string_view name) { add(name, 0, 0); }
   /// The entry, or nullopt when nothing was recorded under `name`.
   [[nodiscard]] std::optional<Stat> get(std::string_view name) const;
-  [[nodiscard]] std::map<std::string, Stat, std::less<>> snapshot() const;
+  using Snapshot = std::map<std::string, Stat, std::less<>>;
+  [[nodiscard]] Snapshot snapshot() const;
+  /// The entries of `after` that changed since `before` (two snapshots), as their difference.
+  [[nodiscard]] static Snapshot since(const Snapshot& before, const Snapshot& after);
+  /// {"name": {"count":..,"bytes":..,"seconds":..}, ...}
+  [[nodiscard]] static std::string to_json(const Snapshot& entries);
   /// Drops every entry and the memory profile's finished scopes.
   void clear();
 
