@@ -7,6 +7,8 @@
 #include <spillway/core/stream.hpp>
 #include <spillway/core/units.hpp>
 
+#include "cli.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -44,8 +46,7 @@ inline double pcie_ceiling(std::size_t bytes, bool to_device) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (i > 0) gbps.push_back(static_cast<double>(n) / s / 1e9);  // the first warms up
   }
-  std::sort(gbps.begin(), gbps.end());
-  return gbps[gbps.size() / 2];
+  return cli::median(std::move(gbps));
 }
 
 /// GB/s of `bytes` (at most 1 GiB) each way with both directions at once: a copy up and a
@@ -62,6 +63,9 @@ inline std::pair<double, double> pcie_duplex_ceiling(std::size_t bytes) {
                      {cuda::event_create(), cuda::event_destroy},
                      {cuda::event_create(), cuda::event_destroy},
                      {cuda::event_create(), cuda::event_destroy}};
+  auto gbps = [&](const Owned& start, const Owned& end) {
+    return static_cast<double>(n) / cuda::event_elapsed_ms(start.get(), end.get()) / 1e6;
+  };
   std::vector<double> up;
   std::vector<double> down;
   for (int i = 0; i < 6; ++i) {
@@ -74,14 +78,10 @@ inline std::pair<double, double> pcie_duplex_ceiling(std::size_t bytes) {
     cuda::event_synchronize(events[1].get());
     cuda::event_synchronize(events[3].get());
     if (i == 0) continue;  // the first warms up
-    up.push_back(static_cast<double>(n) / cuda::event_elapsed_ms(events[0].get(), events[1].get()) /
-                 1e6);
-    down.push_back(static_cast<double>(n) /
-                   cuda::event_elapsed_ms(events[2].get(), events[3].get()) / 1e6);
+    up.push_back(gbps(events[0], events[1]));
+    down.push_back(gbps(events[2], events[3]));
   }
-  std::sort(up.begin(), up.end());
-  std::sort(down.begin(), down.end());
-  return {up[up.size() / 2], down[down.size() / 2]};
+  return {cli::median(std::move(up)), cli::median(std::move(down))};
 }
 
 }  // namespace spillway::tools
