@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one script to run on the GPU machine (see shared/GPU.md), from the repo root with
-# build/gpu carried (made by scripts/gpu-build.sh): runs every GPU-build test, the spill demo
-# on the GPU and the memory benchmarks, keeps full logs under $OUT and prints a short table.
+# build/gpu carried (made by scripts/gpu-build.sh): runs every GPU-build test, the spill demo,
+# the README's main job (scripts/demo-run.sh) and its C++ example on the GPU, and the memory
+# benchmarks; keeps full logs under $OUT and prints a short table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 B=${SPILLWAY_BUILD:-build/gpu}
@@ -35,7 +36,11 @@ if [ "$only" = all ] || [ "$only" = tests ]; then
     [ "$rc" -eq 0 ] || { fail=1; tail -30 "$OUT/$name.log"; }
   done
   "$B"/examples/spillway-spill-demo --data 8192 --buffer 64 --device-limit 1024 --host-limit 2048 \
-    --threads 4 > "$OUT/demo.log" 2>&1 || { fail=1; tail -30 "$OUT/demo.log"; }
+    --threads 4 > "$OUT/spill_demo.log" 2>&1 || { fail=1; tail -30 "$OUT/spill_demo.log"; }
+  # The README's main job (scripts/demo.sh runs the same), then its C++ example.
+  timeout 300 bash scripts/demo-run.sh "$B" > "$OUT/demo.log" 2>&1 || { fail=1; tail -30 "$OUT/demo.log"; }
+  "$B"/examples/spillway-readme-example > "$OUT/readme_example.log" 2>&1 ||
+    { fail=1; tail -30 "$OUT/readme_example.log"; }
 fi
 if [ "$only" = all ] || [ "$only" = bench ]; then
   "$B"/bench/bench_memory --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
@@ -127,7 +132,8 @@ fi
 echo
 echo "== tests =="
 printf '%s\n' "${summary[@]}"
-[ -f "$OUT/demo.log" ] && { echo "== demo =="; grep -E "inserted|verified|^(DEVICE|PINNED_HOST|HOST|DISK) |directory" "$OUT/demo.log"; }
+[ -f "$OUT/spill_demo.log" ] && { echo "== spill demo =="; grep -E "inserted|verified|^(DEVICE|PINNED_HOST|HOST|DISK) |directory" "$OUT/spill_demo.log"; }
+[ -f "$OUT/demo.log" ] && { echo "== demo (scripts/demo-run.sh) =="; grep -E "^\+ |^spillway-bench-shuffle|^Memory|validated|INVALID|^means|pack-into|unpack-from|recv-into|spill-|copy-|cannot" "$OUT/demo.log"; }
 [ -f "$OUT/bench_table.md" ] && { echo "== bench (medians of 5) =="; cat "$OUT/bench_table.md"; }
 for log in "$OUT"/bench_comm_*.log; do
   [ -f "$log" ] || continue

@@ -99,22 +99,54 @@ def main():
     if not rows:
         sys.exit(f"no sweep-{tier}-*.json in {out}")
     rows.sort(key=lambda r: -(r["limit"] if r["limit"] is not None else float("inf")))
-    peak_key = "peak_device" if tier == "device" else "peak_host"
+    gpu = tier == "device"
+    peak_key = "peak_device" if gpu else "peak_host"
+    # Each column once: its header and its cell. The GPU copy columns only where there is a GPU.
+    columns = [
+        (f"{tier} limit", lambda r: "none" if r["limit"] is None else mib(r["limit"])),
+        ("valid", lambda r: "yes" if r["failed"] == 0 else "NO"),
+        (f"peak {tier}", lambda r: mib(r[peak_key])),
+        ("peak / input", lambda r: f"{r[peak_key] / r['input']:.2f}"),
+    ]
+    if gpu:
+        columns.append(("peak host", lambda r: mib(r["peak_host"])))
+    columns += [
+        ("local GiB/s", lambda r: f"{r['local'] / GiB:.2f}"),
+        ("local, runs", lambda r: f"{r['local_range'][0] / GiB:.2f}-{r['local_range'][1] / GiB:.2f}"),
+        ("global GiB/s", lambda r: f"{r['global'] / GiB:.2f}"),
+    ]
+    if gpu:
+        columns += [
+            ("D2H", lambda r: mib(r["d2h_bytes"])),
+            ("D2H s", lambda r: f"{r['d2h_s']:.3f}"),
+            ("D2H GB/s", lambda r: rate(r, "d2h")),
+            ("D2H / PCIe", lambda r: of_ceiling(r["d2h_gbps"], r["pcie_d2h"])),
+            ("H2D", lambda r: mib(r["h2d_bytes"])),
+            ("H2D s", lambda r: f"{r['h2d_s']:.3f}"),
+            ("H2D GB/s", lambda r: rate(r, "h2d")),
+            ("H2D / PCIe", lambda r: of_ceiling(r["h2d_gbps"], r["pcie_h2d"])),
+            ("pinned growth ms", lambda r: r["grow_ms"]),
+        ]
+    columns += [
+        ("to disk", lambda r: mib(r["disk_bytes"])),
+        ("recv-into-host", lambda r: mib(r["recv_host"])),
+    ]
+    intro = (f"Input per rank: {mib(rows[0]['input'])} MiB. Sizes in MiB. Throughputs are "
+             "medians over the runs (their range in 'local, runs').")
+    if gpu:
+        intro += (" Copy volumes, times and rates (GB/s) are medians too, each run's summed over "
+                  "its ranks (the rates' range over the runs in brackets). / PCIe: the copy rate "
+                  "over the pinned <-> device ceiling measured at the start of the same run "
+                  "(rank 0's GPU alone). Pinned growth: the time the slower rank's allocations "
+                  "spent growing the pinned pool, median over the runs (the most in one run).")
     lines = [
-        f"Input per rank: {mib(rows[0]['input'])} MiB. Sizes in MiB. Throughputs are medians "
-        "over the runs; copy volumes, times and rates (GB/s) too, each run's summed over its "
-        "ranks (the rates' range over the runs in brackets). / PCIe: the copy rate over the "
-        "pinned <-> device ceiling measured at the start of the same run (rank 0's GPU alone). "
-        "Pinned growth: the time the slower rank's allocations spent growing the pinned pool, "
-        "median over the runs (the most in one run).",
+        intro,
         "",
-        f"| {tier} limit | valid | peak {tier} | peak / input | peak host "
-        "| local GiB/s | local, runs | global GiB/s | D2H | D2H s | D2H GB/s | D2H / PCIe | H2D "
-        "| H2D s | H2D GB/s | H2D / PCIe | pinned growth ms | to disk | recv-into-host |",
-        "|" + "---|" * 19,
+        "| " + " | ".join(c[0] for c in columns) + " |",
+        "|" + "---|" * len(columns),
     ]
     ceilings = [(r["pcie_h2d"], r["pcie_d2h"], *r["pcie_all"], *r["pcie_duplex"]) for r in rows]
-    if all(None not in c for c in ceilings):
+    if gpu and all(None not in c for c in ceilings):
         def span(i):
             return f"{min(c[i] for c in ceilings):.1f}-{max(c[i] for c in ceilings):.1f}"
         lines[1:1] = [
@@ -123,19 +155,7 @@ def main():
             f"every GPU both ways at once): H2D {span(0)}; {span(2)}; {span(4)}, "
             f"D2H {span(1)}; {span(3)}; {span(5)}."]
     for r in rows:
-        lim = "none" if r["limit"] is None else mib(r["limit"])
-        lines.append(
-            f"| {lim} | {'yes' if r['failed'] == 0 else 'NO'} | {mib(r[peak_key])} "
-            f"| {r[peak_key] / r['input']:.2f} | {mib(r['peak_host'])} "
-            f"| {r['local'] / GiB:.2f} "
-            f"| {r['local_range'][0] / GiB:.0f}-{r['local_range'][1] / GiB:.0f} "
-            f"| {r['global'] / GiB:.2f} "
-            f"| {mib(r['d2h_bytes'])} | {r['d2h_s']:.3f} | {rate(r, 'd2h')} "
-            f"| {of_ceiling(r['d2h_gbps'], r['pcie_d2h'])} "
-            f"| {mib(r['h2d_bytes'])} | {r['h2d_s']:.3f} | {rate(r, 'h2d')} "
-            f"| {of_ceiling(r['h2d_gbps'], r['pcie_h2d'])} "
-            f"| {r['grow_ms']} "
-            f"| {mib(r['disk_bytes'])} | {mib(r['recv_host'])} |")
+        lines.append("| " + " | ".join(c[1](r) for c in columns) + " |")
     # Does throughput fall with the limit? A rise between neighbours whose runs overlap is
     # within the runs' spread; between limits where no run moved a byte off the top tier it is
     # the same work (each limit is a process of its own: their order is noise).
@@ -145,8 +165,8 @@ def main():
             within = lo["local_range"][0] <= hi["local_range"][1]
             same = not hi["moved"] and not lo["moved"]
             rises.append(f"{'none' if hi['limit'] is None else mib(hi['limit'])} -> "
-                         f"{mib(lo['limit'])} MiB ({hi['local'] / GiB:.1f} -> "
-                         f"{lo['local'] / GiB:.1f} GiB/s, "
+                         f"{mib(lo['limit'])} MiB ({hi['local'] / GiB:.2f} -> "
+                         f"{lo['local'] / GiB:.2f} GiB/s, "
                          f"{'within' if within else 'beyond'} the runs' spread"
                          f"{'; the same work: no run moved a byte off the top tier' if same else ''})")
     lines += ["", "Local throughput (medians) never rises as the limit falls."
@@ -155,30 +175,62 @@ def main():
     with open(md, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+    plot(rows, tier, os.path.join(out, f"sweep-{tier}.png"))
+
+
+def plot(rows, tier, path):
+    """Two panels: throughput against the limit on a log scale (so that the runs far below the
+    input size stay readable), and what the limit costs in copies: on the GPU the copy rates
+    over the PCIe ceiling of the same run, on the CPU the bytes written to disk."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("(no matplotlib: no plot; pip install matplotlib)")
+        print("(no matplotlib: no plot; scripts/spill-sweep.sh installs it)")
         return
     limited = [r for r in rows if r["limit"] is not None]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    xs = [r["limit"] / GiB for r in limited]
+    fig, (ax, cx) = plt.subplots(1, 2, figsize=(11, 4.2))
+    unit, per = ("GiB", GiB) if rows[0]["input"] >= GiB else ("MiB", MiB)
+    xs = [r["limit"] / per for r in limited]
     ax.plot(xs, [r["local"] / GiB for r in limited], "o-", label="local throughput")
     ax.plot(xs, [r["global"] / GiB for r in limited], "s-", label="global throughput")
+    lo = [r["local_range"][0] / GiB for r in limited]
+    hi = [r["local_range"][1] / GiB for r in limited]
+    ax.fill_between(xs, lo, hi, alpha=0.2, label="local, range over the runs")
     for r in rows:
         if r["limit"] is None:
-            ax.axhline(r["global"] / GiB, ls="--", c="gray", label="global, no limit")
-    ax.axvline(rows[0]["input"] / GiB, ls=":", c="k", label="input per rank")
-    ax.set_xlabel(f"{tier} limit per rank (GiB)")
-    ax.set_ylabel("GiB/s")
+            ax.axhline(r["local"] / GiB, ls="--", c="gray", label="local, no limit")
+    ax.axvline(rows[0]["input"] / per, ls=":", c="k", label="input per rank")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"{tier} limit per rank ({unit})")
+    ax.set_ylabel("GiB/s (log scale)")
     ax.invert_xaxis()
-    ax.legend()
-    ax.set_title("spillway-bench-shuffle spill sweep")
+    ax.legend(fontsize=8)
+    ax.set_title("throughput")
+    if tier == "device":
+        for key, name, ceiling in (("h2d", "host -> device", "pcie_h2d"),
+                                   ("d2h", "device -> host", "pcie_d2h")):
+            pts = [(r["limit"] / per, r[key + "_gbps"] / r[ceiling]) for r in limited
+                   if r[key + "_gbps"] is not None and r[ceiling]]
+            if pts:
+                cx.plot(*zip(*pts), "o-", label=f"{name} / PCIe ceiling")
+        cx.axhline(1.0, ls="--", c="gray", label="PCIe ceiling (same run)")
+        cx.axhline(0.9, ls=":", c="gray", label="0.9 of it")
+        cx.set_ylim(0, 1.1)
+        cx.set_ylabel("copy rate / ceiling")
+        cx.set_title("GPU <-> host copies (medians over the runs)")
+    else:
+        cx.plot(xs, [r["disk_bytes"] / (1 << 20) for r in limited], "o-",
+                label="written to disk (last run)")
+        cx.set_ylabel("MiB")
+        cx.set_title("spilled to disk per rank")
+    cx.set_xlabel(f"{tier} limit per rank ({unit})")
+    cx.invert_xaxis()
+    cx.legend(fontsize=8)
+    fig.suptitle("spillway-bench-shuffle spill sweep")
     fig.tight_layout()
-    fig.savefig(os.path.join(out, f"sweep-{tier}.png"), dpi=120)
-
+    fig.savefig(path, dpi=120)
 
 if __name__ == "__main__":
     main()

@@ -2,7 +2,7 @@
 # The spill sweep of the RapidsMPF article: spillway-bench-shuffle without a limit, then with
 # device limits stepping down well below the input size; every run validates its output.
 # Writes one JSON file per limit, then the table (Markdown) and a plot (PNG) of throughput
-# against the limit (scripts/spill-sweep-report.py; the plot needs matplotlib).
+# against the limit (scripts/spill-sweep-report.py; matplotlib is installed if missing).
 #
 #   scripts/spill-sweep.sh OUTDIR                 # GPU: -l in MiB
 #   SWEEP_TIER=host scripts/spill-sweep.sh OUTDIR # CPU path: --host-limit in MiB
@@ -26,6 +26,11 @@ else
   flag=--host-limit
 fi
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe --bind-to none}
+# The plot needs matplotlib (PyPI): install it where it is missing; a machine that cannot
+# (no network) still gets the table.
+python3 -c "import matplotlib" 2>/dev/null ||
+  python3 -m pip install -q matplotlib >/dev/null 2>&1 ||
+  echo "spill-sweep: matplotlib is missing and could not be installed: no plot"
 
 status=0
 for limit in $LIMITS; do

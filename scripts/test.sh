@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: formatting, the CPU build (-Werror) with its tests,
 # AddressSanitizer+UBSan and ThreadSanitizer builds with their tests, the GPU build where nvcc
-# exists (GPU tests skip without a GPU), a bounded libFuzzer run of unpack, and a
-# find_package(spillway) consumer of the install.
+# exists (GPU tests skip without a GPU), a bounded run of every libFuzzer target with its
+# regression inputs (scripts/fuzz.sh), a find_package(spillway) consumer of the install, and
+# the README's main job and C++ example.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -36,18 +37,8 @@ fi
 run_preset asan
 run_preset tsan  # TSAN_OPTIONS in the preset: halt on error, tests/tsan.supp
 
-step "fuzz: unpack (libFuzzer, ASan + UBSan, ${SPILLWAY_FUZZ_SECONDS:-30} s)"
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$jobs"
-fuzz_dir=$(mktemp -d)
-if ! ./build/fuzz/fuzz/fuzz_unpack -max_total_time="${SPILLWAY_FUZZ_SECONDS:-30}" -max_len=65536 \
-  -rss_limit_mb=4096 -print_final_stats=1 "$fuzz_dir" fuzz/corpus/unpack >"$fuzz_dir.log" 2>&1; then
-  tail -60 "$fuzz_dir.log"
-  echo "fuzz_unpack found a failing input (above)"
-  exit 1
-fi
-grep -E "stat::number_of_executed_runs|Done" "$fuzz_dir.log" | tail -2
-rm -rf "$fuzz_dir" "$fuzz_dir.log"
+step "fuzz: every target (libFuzzer, ASan + UBSan, ${SPILLWAY_FUZZ_SECONDS:-20} s each) and their regressions"
+FUZZ_REBUILD=1 bash scripts/fuzz.sh --seconds "${SPILLWAY_FUZZ_SECONDS:-20}"
 
 step "install + find_package consumer"
 prefix=$(mktemp -d)
@@ -58,8 +49,11 @@ cmake -S tests/install_consumer -B "$prefix/consumer" -G Ninja \
 cmake --build "$prefix/consumer"
 "$prefix/consumer/consumer"
 
-step "demo smoke run"
+step "demo smoke run, the README's main job (scripts/demo-run.sh) and its C++ example"
 ./build/cpu/examples/spillway-spill-demo --data 128 --buffer 8 --host-limit 32 --cpu
+bash scripts/demo-run.sh build/cpu
+python3 scripts/check-readme-example.py
+./build/cpu/examples/spillway-readme-example
 
 echo
 echo "all tests passed"

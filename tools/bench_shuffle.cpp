@@ -37,6 +37,8 @@
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/memory/buffer_resource.hpp>
+#include <spillway/memory/memory_step.hpp>
+#include <spillway/memory/spillable_store.hpp>
 #include <spillway/shuffle/shuffler.hpp>
 #include <spillway/table/checksum.hpp>
 #include <spillway/table/generator.hpp>
@@ -113,7 +115,8 @@ struct Options {
       "  -r N            timed runs (default 1)\n"
       "  -w N            warm-up runs (default 0)\n"
       "  -m cuda|async|pool  device allocator (default: SPILLWAY_DEVICE_ALLOCATOR, async)\n"
-      "  -l MiB          device memory limit (hard: peak device memory stays below it)\n"
+      "  -l MiB          device memory limit (hard: peak device memory stays below it); the CPU\n"
+      "                  path has no device tier and says so (use --host-limit there)\n"
       "  -L              no pinned host memory tier\n"
       "  -g              pre-partitioned input: split at even row bounds, no hashing\n"
       "  -s              discard each output partition once checked (streaming)\n"
@@ -413,17 +416,20 @@ class Bench {
     return gpu_ ? gpu::checksum(t, br_, br_.stream()) : spillway::checksum(t);
   }
 
-  /// The checksum of a packed chunk, which stays packed.
+  /// The checksum of a packed chunk, which stays packed: on the GPU where the GPU can read it
+  /// (a packed chunk that found no room there may be in host memory), else on the CPU.
   TableChecksum checksum_of(PackedData& p) {
-    UnpackedTable u = gpu_ && p.payload->mem_type() == MemoryType::DEVICE
-                          ? gpu::unpack(std::move(p), br_.stream())
-                          : unpack(std::move(p));
-    const TableChecksum c = checksum_of(u.view());
+    const MemoryType at = p.payload->mem_type();
+    const bool on_gpu = gpu_ && (at == MemoryType::DEVICE || at == MemoryType::PINNED_HOST);
+    UnpackedTable u = on_gpu ? gpu::unpack(std::move(p), br_.stream()) : unpack(std::move(p));
+    const TableChecksum c =
+        on_gpu ? gpu::checksum(u.view(), br_, br_.stream()) : spillway::checksum(u.view());
     p = std::move(u).release();
     return c;
   }
 
   Table make_input(std::size_t part) {
+    const MemoryStep step("making the benchmark's input table");
     const std::size_t base = o_.rows / o_.in_parts;
     const std::size_t rows = base + (part + 1 == o_.in_parts ? o_.rows % o_.in_parts : 0);
     // RapidsMPF's values: uniform in [0, rows per rank].
@@ -521,17 +527,28 @@ class Bench {
       cuda::memset_device(sums->data(), 0, sums->size());
     }
     std::vector<Table> kept;  // the output partitions, without -s
-    // On the CPU without a host limit, the input tables are made before the timed part and
-    // the extracted partitions are checksummed after it: ranks share the cores there, and one
-    // rank making its input or summing its output would slow the others' timed work. Otherwise
+    // On the CPU the input tables are made before the timed part: ranks share the cores
+    // there, so time taken out of one rank's run while it makes its input would still hold
+    // the other ranks' and the progress threads' shuffle work (a run under a limit then
+    // seemed faster than one without). Under a host limit they wait packed in a
+    // SpillableStore, spilled to disk as the limit requires, and each comes back when the run
+    // needs it (time counted: an out-of-core shuffle's input is somewhere too). Without a
+    // limit the extracted partitions are also checksummed after the timed part. On the GPU
     // the input is made one table at a time inside the run (its time taken out), so that a
     // limit holds and the GPU's memory peak is that of streaming input.
     const bool unlimited = !gpu_ && br_.limit(MemoryType::HOST) == unlimited_bytes;
     std::vector<Table> inputs;
+    SpillableStore waiting(br_);  // the CPU's input under a limit, packed
+    std::vector<std::pair<std::vector<std::uint8_t>, SpillableStore::Key>> waiting_keys;
     if (unlimited) {
       for (std::size_t i = 0; i < o_.in_parts; ++i) inputs.push_back(make_input(i));
-      br_.stream().synchronize();
+    } else if (!gpu_) {
+      for (std::size_t i = 0; i < o_.in_parts; ++i) {
+        PackedData p = std::move(split_and_pack(make_input(i).view(), {}, br_).front());
+        waiting_keys.emplace_back(std::move(p.metadata), waiting.insert(std::move(p.payload)));
+      }
     }
+    br_.stream().synchronize();
     std::vector<std::pair<PartID, Table>> to_check;  // CPU, unlimited: summed after the run
     comm_.barrier();
     br_.reset_peak(MemoryType::HOST);
@@ -545,6 +562,9 @@ class Bench {
         Table input;
         if (unlimited) {
           input = std::move(inputs[i]);
+        } else if (!gpu_) {
+          auto& [metadata, key] = waiting_keys[i];
+          input = to_table(unpack(PackedData{std::move(metadata), waiting.extract(key, top())}));
         } else {
           const auto t = Clock::now();
           input = make_input(i);
@@ -687,6 +707,10 @@ class Bench {
     if (o_.no_overbooking) {
       std::cout << "-b: spillway's limits are hard and reservations never overbook\n";
     }
+    if (!gpu_ && o_.device_limit_mib >= 0) {
+      std::cout << "-l: the CPU path has no device tier, so -l limits nothing here "
+                   "(--host-limit limits host memory)\n";
+    }
   }
 
   void print_run(const std::vector<RunResult>& all, bool warmup, const std::string& problem) const {
@@ -803,14 +827,6 @@ class Bench {
 #endif
 };
 
-/// What to change when a limit was too small.
-std::string hint(const std::exception& e) {
-  if (dynamic_cast<const out_of_memory*>(&e) == nullptr) return {};
-  return "\n  (a limit must hold one input table (-n/-p rows) with its packed copy, and one output "
-         "partition twice while it is unpacked and concatenated, plus, without -s, every output "
-         "partition of the run: raise -p, -o or the limit, or add -s)";
-}
-
 BufferResourceConfig rank_config(const Options& o) {
   auto c = BufferResourceConfig::from_options();
   c.use_gpu = !o.cpu;
@@ -865,7 +881,7 @@ int run_threads(const Options& o) {
         comms[r].reset();  // leaves the group while `br` is alive
       } catch (const std::exception& e) {
         std::lock_guard lock(m);
-        std::cerr << "spillway-bench-shuffle: rank " << r << ": " << e.what() << hint(e) << "\n";
+        std::cerr << "spillway-bench-shuffle: rank " << r << ": " << e.what() << "\n";
         rc[r] = 1;
         comms[r].reset();
       }
@@ -894,8 +910,7 @@ int run_mpi(const Options& o) {
       comm = make_mpi_communicator(*br);
       rc = Bench(o, *comm, *br).run_all();
     } catch (const std::exception& e) {
-      std::cerr << "spillway-bench-shuffle: rank " << mpi::world_rank() << ": " << e.what()
-                << hint(e) << "\n";
+      std::cerr << "spillway-bench-shuffle: rank " << mpi::world_rank() << ": " << e.what() << "\n";
       mpi::abort(1);  // the other ranks may be waiting on this one
     }
   }

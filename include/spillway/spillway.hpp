@@ -20,6 +20,7 @@
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/memory_reservation.hpp>
 #include <spillway/memory/memory_resource.hpp>
+#include <spillway/memory/memory_step.hpp>
 #include <spillway/memory/memory_type.hpp>
 #include <spillway/memory/pinned_memory_resource.hpp>
 #include <spillway/memory/spill_files.hpp>

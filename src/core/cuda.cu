@@ -284,6 +284,28 @@ void free_pinned(void* ptr) noexcept {
   (void)cudaFreeHost(ptr);
 }
 
+bool host_register(void* ptr, std::size_t bytes) noexcept {
+  int device = 0;
+  int same_pointer = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&same_pointer, cudaDevAttrCanUseHostPointerForRegisteredMem, device) !=
+          cudaSuccess ||
+      same_pointer == 0) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (cudaHostRegister(ptr, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+void host_unregister(void* ptr) noexcept {
+  (void)cudaHostUnregister(ptr);
+}
+
 void memcpy_async(void* dst, const void* src, std::size_t bytes, Stream stream) {
   SPILLWAY_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s(stream)));
 }

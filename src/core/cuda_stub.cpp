@@ -76,6 +76,10 @@ void* malloc_pinned(std::size_t /*bytes*/) {
   no_cuda("malloc_pinned");
 }
 void free_pinned(void* /*ptr*/) noexcept {}
+bool host_register(void* /*ptr*/, std::size_t /*bytes*/) noexcept {
+  return false;
+}
+void host_unregister(void* /*ptr*/) noexcept {}
 void memcpy_async(void* /*dst*/, const void* /*src*/, std::size_t /*bytes*/, Stream /*stream*/) {
   no_cuda("memcpy_async");
 }

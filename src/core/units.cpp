@@ -59,8 +59,20 @@ std::size_t parse_bytes(std::string_view text, std::string_view what) {
                                                {"t", 1024.0 * 1024 * 1024 * 1024},
                                                {"tib", 1024.0 * 1024 * 1024 * 1024},
                                                {"tb", 1e12}}};
+  const bool integral = s.substr(0, i).find('.') == std::string_view::npos;
   for (const auto& u : units) {
     if (unit == u.name) {
+      if (integral) {  // exactly: a double would round counts beyond 2^53
+        std::uint64_t n = 0;
+        const auto [end, err] = std::from_chars(s.data(), s.data() + i, n);
+        std::uint64_t bytes = 0;
+        if (err != std::errc() || end != s.data() + i ||
+            __builtin_mul_overflow(n, static_cast<std::uint64_t>(u.factor), &bytes) ||
+            bytes > std::numeric_limits<std::size_t>::max()) {
+          bad("too large");
+        }
+        return static_cast<std::size_t>(bytes);
+      }
       const double bytes = value * u.factor;
       if (bytes >= static_cast<double>(std::numeric_limits<std::size_t>::max())) bad("too large");
       if (u.factor == 1 && value != std::floor(value)) bad("fractional byte count");

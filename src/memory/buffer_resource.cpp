@@ -6,6 +6,7 @@
 #include <spillway/core/units.hpp>
 #include <spillway/memory/device_memory_resource.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/memory_step.hpp>
 #include <spillway/memory/pinned_memory_resource.hpp>
 
 #include <unistd.h>
@@ -235,6 +236,12 @@ std::optional<MemoryReservation> BufferResource::try_reserve(MemoryType t, std::
 }
 
 std::optional<MemoryReservation> BufferResource::reserve_or_spill(MemoryType t, std::size_t bytes) {
+  check_live(t);
+  return spill_and_reserve(t, bytes);
+}
+
+std::optional<MemoryReservation> BufferResource::spill_and_reserve(MemoryType t,
+                                                                   std::size_t bytes) {
   if (bytes > limit(t)) return std::nullopt;
   if (config_.spill_injection > 0) {
     thread_local std::minstd_rand rng(
@@ -260,36 +267,89 @@ std::optional<MemoryReservation> BufferResource::reserve_or_spill(MemoryType t, 
   }
 }
 
-void BufferResource::throw_oom(MemoryType t, std::size_t bytes) const {
-  SPILLWAY_FAIL("cannot reserve " + format_bytes(static_cast<double>(bytes)) + " of " +
-                    std::string(to_string(t)) + " (limit " + limit_string(limit(t)) +
-                    ") even after spilling; usage (used/limit): " + usage(),
+void BufferResource::throw_out_of_memory(std::span<const MemoryType> tried,
+                                         std::size_t bytes) const {
+  const char* step = MemoryStep::current();
+  std::string names_tried;
+  std::string detail;
+  for (std::size_t i = 0; i < tried.size(); ++i) {
+    const MemoryType t = tried[i];
+    names_tried += (i == 0                  ? ""
+                    : i + 1 == tried.size() ? " or "
+                                            : ", ") +
+                   std::string(to_string(t));
+    detail += (i == 0 ? "" : "; ") + std::string(to_string(t)) + ": ";
+    if (!is_live(t)) {
+      detail += "absent";
+    } else if (bytes > limit(t)) {
+      detail += "larger than its limit of " + limit_string(limit(t));
+    } else {
+      detail += format_bytes(static_cast<double>(used(t))) + " of " + limit_string(limit(t)) +
+                " in use, none of it spillable now (live buffers and reservations)";
+    }
+  }
+  std::string others;
+  for (MemoryType t : all_memory_types) {
+    if (!is_live(t) || std::find(tried.begin(), tried.end(), t) != tried.end()) continue;
+    others += (others.empty() ? "" : ", ") + std::string(to_string(t)) + " " +
+              format_bytes(static_cast<double>(used(t))) + "/" + limit_string(limit(t));
+  }
+  SPILLWAY_FAIL(std::string(step != nullptr ? step : "a reservation") + ": cannot reserve " +
+                    format_bytes(static_cast<double>(bytes)) + " of " + names_tried +
+                    " even after spilling. " + detail +
+                    (others.empty() ? "" : ". Not tried: " + others),
                 out_of_memory);
 }
 
 MemoryReservation BufferResource::reserve(MemoryType t, std::size_t bytes) {
-  check_live(t);
   auto res = reserve_or_spill(t, bytes);
-  if (!res) throw_oom(t, bytes);
+  if (!res) throw_out_of_memory(std::span<const MemoryType>(&t, 1), bytes);
   return std::move(*res);
 }
 
-MemoryReservation BufferResource::reserve_first_fit(std::span<const MemoryType> order,
-                                                    std::size_t bytes) {
+std::vector<MemoryType> BufferResource::live_of(std::span<const MemoryType> order) const {
   std::vector<MemoryType> live;
   for (MemoryType t : order) {
     if (is_live(t)) live.push_back(t);
   }
-  SPILLWAY_EXPECTS(!live.empty(), "reserve_first_fit: none of the given tiers is available");
+  SPILLWAY_EXPECTS(!live.empty(), "none of the tiers asked for is available");
+  return live;
+}
+
+std::optional<MemoryReservation> BufferResource::try_reserve_in_order(
+    std::span<const MemoryType> order, std::size_t bytes) {
+  for (MemoryType t : live_of(order)) {
+    if (auto res = spill_and_reserve(t, bytes)) return res;
+  }
+  return std::nullopt;
+}
+
+MemoryReservation BufferResource::reserve_in_order(std::span<const MemoryType> order,
+                                                   std::size_t bytes) {
+  auto res = try_reserve_in_order(order, bytes);
+  if (!res) throw_out_of_memory(live_of(order), bytes);
+  return std::move(*res);
+}
+
+std::optional<MemoryReservation> BufferResource::try_reserve_first_fit(
+    std::span<const MemoryType> order, std::size_t bytes) {
+  const std::vector<MemoryType> live = live_of(order);
   for (std::size_t i = 0; i < live.size(); ++i) {
     const MemoryType t = live[i];
     const std::size_t keep = i + 1 < live.size() ? headroom(t) : 0;
     if (try_charge(t, bytes, keep)) return MemoryReservation(this, t, bytes);
   }
   for (std::size_t i = live.size() > 1 ? 1 : 0; i < live.size(); ++i) {
-    if (auto res = reserve_or_spill(live[i], bytes)) return std::move(*res);
+    if (auto res = spill_and_reserve(live[i], bytes)) return res;
   }
-  throw_oom(live.back(), bytes);
+  return std::nullopt;
+}
+
+MemoryReservation BufferResource::reserve_first_fit(std::span<const MemoryType> order,
+                                                    std::size_t bytes) {
+  auto res = try_reserve_first_fit(order, bytes);
+  if (!res) throw_out_of_memory(live_of(order), bytes);
+  return std::move(*res);
 }
 
 void BufferResource::take(MemoryReservation& res, std::size_t bytes, MemoryType expected) const {

@@ -3,6 +3,7 @@
 #include <spillway/comm/progress_thread.hpp>
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
+#include <spillway/memory/memory_step.hpp>
 #include <spillway/memory/spillable_store.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 #include <spillway/table/gpu.hpp>
@@ -297,18 +298,21 @@ void Shuffler::Impl::send_ready() {
 }
 
 std::optional<MemoryReservation> Shuffler::Impl::reserve_landing(std::size_t bytes) {
-  try {
-    auto res = br.reserve_first_fit(landing_order, bytes);
+  const MemoryStep step("landing an incoming chunk (Shuffler)");
+  if (auto res = br.try_reserve_first_fit(landing_order, bytes)) {
     deferred_since.reset();
     return res;
-  } catch (const out_of_memory&) {
-    // Transfers in flight, extractions and spilling free memory soon; a receive that finds
-    // none for the communicator's timeout fails the shuffle with the reason.
-    const auto now = std::chrono::steady_clock::now();
-    if (!deferred_since) deferred_since = now;
-    if (now - *deferred_since > comm.timeout()) throw;
-    return std::nullopt;
   }
+  // Transfers in flight, extractions and spilling free memory soon; a receive that finds
+  // none for the communicator's timeout fails the shuffle with the reason.
+  const auto now = std::chrono::steady_clock::now();
+  if (!deferred_since) deferred_since = now;
+  if (now - *deferred_since > comm.timeout()) {
+    auto res = br.reserve_first_fit(landing_order, bytes);  // the limit error, or room at last
+    deferred_since.reset();
+    return res;
+  }
+  return std::nullopt;
 }
 
 void Shuffler::Impl::post_receives() {

@@ -4,6 +4,7 @@
 
 #include "cpu_threads.hpp"
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -63,15 +64,26 @@ ArrowImport import_arrow(ArrowSchema* schema, ArrowArray* array, BufferResource&
   SPILLWAY_EXPECTS(
       top == "+s",
       "import_arrow: expected a record batch (struct format '+s'), got '" + std::string(top) + "'");
+  // Every count and pointer is checked before it is used: the structs come from the caller.
+  SPILLWAY_EXPECTS(a.length >= 0 && a.offset >= 0 && a.n_children == s.n_children &&
+                       s.n_children >= 0 && a.length <= INT64_MAX - a.offset,
+                   "import_arrow: malformed struct array (length " + std::to_string(a.length) +
+                       ", offset " + std::to_string(a.offset) + ", " +
+                       std::to_string(a.n_children) + " children for " +
+                       std::to_string(s.n_children) + " fields)");
+  SPILLWAY_EXPECTS(s.n_children == 0 || (s.children != nullptr && a.children != nullptr),
+                   "import_arrow: a record batch of " + std::to_string(s.n_children) +
+                       " fields without its list of children");
   SPILLWAY_EXPECTS(
-      a.length >= 0 && a.offset >= 0 && a.n_children == s.n_children && s.n_children >= 0,
-      "import_arrow: malformed struct array (length " + std::to_string(a.length) + ", " +
-          std::to_string(a.n_children) + " children for " + std::to_string(s.n_children) +
-          " fields)");
+      a.n_buffers >= 0 && (a.n_buffers == 0 || a.buffers != nullptr),
+      "import_arrow: malformed struct array (" + std::to_string(a.n_buffers) + " buffers)");
   SPILLWAY_EXPECTS(a.null_count == 0 || a.n_buffers < 1 || a.buffers[0] == nullptr,
                    "import_arrow: null rows at the record-batch level are not supported");
   const auto rows = static_cast<std::size_t>(a.length);
   for (std::int64_t i = 0; i < s.n_children; ++i) {
+    if (s.children[i] == nullptr || a.children[i] == nullptr) {
+      SPILLWAY_FAIL("import_arrow: column " + std::to_string(i) + " is a null pointer");
+    }
     const ArrowSchema& cs = *s.children[i];
     const ArrowArray& ca = *a.children[i];
     const std::string name = cs.name != nullptr ? cs.name : "";
@@ -93,16 +105,35 @@ ArrowImport import_arrow(ArrowSchema* schema, ArrowArray* array, BufferResource&
       bad_column(name, ci,
                  "its length " + std::to_string(ca.length) + " is shorter than the batch");
     }
+    if (ca.offset < 0 || ca.offset > INT64_MAX - ca.length) {
+      bad_column(name, ci, "bad offset " + std::to_string(ca.offset));
+    }
     const std::int64_t expected_buffers = f->type == TypeId::STRING ? 3 : 2;
-    if (ca.n_buffers != expected_buffers || ca.offset < 0) {
+    if (ca.n_buffers != expected_buffers || ca.buffers == nullptr) {
       bad_column(name, ci,
                  "expected " + std::to_string(expected_buffers) + " buffers, got " +
                      std::to_string(ca.n_buffers));
+    }
+    for (std::int64_t b = 1; b < expected_buffers; ++b) {
+      if (ca.buffers[b] == nullptr && rows > 0) {
+        bad_column(name, ci, "buffer " + std::to_string(b) + " is a null pointer");
+      }
     }
     const auto offset = static_cast<std::size_t>(ca.offset + a.offset);
     ColumnView v;
     v.type = f->type;
     v.size = rows;
+    if (rows == 0) {  // no buffer is read (a producer may leave them null)
+      if (f->type == TypeId::STRING) {
+        auto zero = br.allocate(MemoryType::HOST, sizeof(std::int32_t));
+        std::memset(zero->data(), 0, zero->size());
+        v.offsets = reinterpret_cast<const std::int32_t*>(zero->data());
+        imp.copies_.push_back(std::move(zero));
+      }
+      imp.view_.columns.push_back(v);
+      imp.view_.names.push_back(name);
+      continue;
+    }
     const auto* validity = static_cast<const std::uint8_t*>(ca.buffers[0]);
     if (ca.null_count != 0 && validity != nullptr) {
       if (offset % 8 == 0) {

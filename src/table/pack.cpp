@@ -1,6 +1,7 @@
 #include <spillway/table/pack.hpp>
 
 #include <spillway/core/error.hpp>
+#include <spillway/memory/memory_step.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 #include <spillway/table/gpu.hpp>
 
@@ -59,6 +60,7 @@ std::vector<std::size_t> string_chars(const TableView& t, std::size_t a, std::si
 std::vector<PackedData> split_and_pack(const TableView& table, std::span<const std::size_t> splits,
                                        BufferResource& br) {
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "split_and_pack");
+  const MemoryStep step("packing (split_and_pack)");
   const std::size_t rows = table.num_rows();
   const std::vector<std::size_t> bounds = detail::split_bounds(rows, splits);
   const std::size_t nparts = bounds.size() - 1;
@@ -197,6 +199,7 @@ Table to_table(UnpackedTable unpacked) {
 
 Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br) {
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "unpack_and_concat");
+  const MemoryStep step("unpacking (unpack_and_concat)");
   std::vector<UnpackedTable> parts;
   std::vector<TableView> views;
   for (auto& p : packed) {

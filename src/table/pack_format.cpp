@@ -24,7 +24,14 @@ void check_span(const BufferSpan& s, std::uint64_t expected, std::size_t align,
     corrupt(where + " has " + std::to_string(s.size) + " bytes, expected " +
             std::to_string(expected));
   }
-  if (s.size == 0) return;
+  if (s.size == 0) {
+    // An empty buffer is written as (0, 0); any other offset would make unpack form a pointer
+    // outside the payload.
+    if (s.offset != 0) {
+      corrupt(where + " is empty but has offset " + std::to_string(s.offset) + " (must be 0)");
+    }
+    return;
+  }
   if (s.offset > payload || s.size > payload - s.offset) {
     corrupt(where + " [" + std::to_string(s.offset) + ", +" + std::to_string(s.size) +
             ") lies outside the " + std::to_string(payload) + "-byte payload");
@@ -136,7 +143,7 @@ PackLayout decode(std::span<const std::uint8_t> metadata, std::size_t payload_si
     check_span(cl.mask, cl.nullable ? mask_bytes(rows) : 0, 1, payload_size, c, "null mask");
     if (cl.type == TypeId::STRING) {
       check_span(cl.offsets, (rows + 1) * 4, 4, payload_size, c, "string offsets");
-      if (cl.data.size > 0) check_span(cl.data, cl.data.size, 1, payload_size, c, "characters");
+      check_span(cl.data, cl.data.size, 1, payload_size, c, "characters");
       if (cl.data.size > static_cast<std::uint64_t>(INT32_MAX)) {
         corrupt("column " + std::to_string(c) + " has more characters than int32 offsets allow");
       }

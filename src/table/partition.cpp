@@ -1,6 +1,7 @@
 #include <spillway/table/partition.hpp>
 
 #include <spillway/core/error.hpp>
+#include <spillway/memory/memory_step.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 
 #include "arguments.hpp"
@@ -330,6 +331,7 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
                                            std::size_t num_partitions, BufferResource& br,
                                            std::uint32_t seed, std::size_t threads) {
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "partition_and_pack");
+  const MemoryStep step("packing (partition_and_pack)");
   detail::check_partition_args(table, keys, num_partitions);
   threads = detail::resolve_threads(threads);
   std::vector<PackedData> out(num_partitions);

@@ -3,6 +3,7 @@
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/memory/buffer_resource.hpp>
+#include <spillway/memory/memory_step.hpp>
 
 #include "common.hpp"
 
@@ -120,10 +121,22 @@ TYPED_TEST(TierConformance, LimitIsHard) {
     FAIL() << "reserved past the limit";
   } catch (const out_of_memory& e) {
     const std::string msg = e.what();
-    EXPECT_NE(msg.find(std::string(to_string(t)) + " 3.00 MiB/4.00 MiB"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::string(to_string(t)) + ": 3.00 MiB of 4.00 MiB in use"),
+              std::string::npos)
+        << msg;
   }
-  EXPECT_THROW((void)br.reserve(t, 5 * MiB), out_of_memory);  // larger than the limit
-  auto r2 = br.reserve(t, MiB);                               // exactly to the limit
+  try {
+    const MemoryStep step("a test's step");
+    (void)br.reserve(t, 5 * MiB);
+    FAIL() << "reserved more than the limit";
+  } catch (const out_of_memory& e) {  // the step, and why the tier could not take it
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("a test's step: cannot reserve 5.00 MiB of " + std::string(to_string(t))),
+              std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("larger than its limit of 4.00 MiB"), std::string::npos) << msg;
+  }
+  auto r2 = br.reserve(t, MiB);  // exactly to the limit
   EXPECT_EQ(br.used(t), 4 * MiB);
   EXPECT_EQ(br.available(t), 0u);
   EXPECT_LE(br.peak(t), br.limit(t));

@@ -474,3 +474,126 @@ TEST_F(GpuTable, UnpackAndConcatOfOneChunkViewsItsPayload) {
     expect_same_bytes(on_host(out).view(), h.view());
   }
 }
+
+/// Packing a device table whose packed copy does not fit under the device limit, even after
+/// spilling: the payloads that find no room on the GPU are written into pinned host memory
+/// (or, without a pinned tier, into HOST memory mapped for the GPU), the bytes equal the
+/// CPU's, and the device limit holds. The limit leaves room for the input, the scratch and
+/// half of the packed copy.
+TEST_F(GpuTable, PackingThatDoesNotFitOnTheGpuGoesToTheNextTier) {
+  const Table h = host_table(20000, 0.2);
+  const std::vector<std::size_t> keys{0, 2};
+  constexpr std::size_t parts = 12;
+  const std::vector<std::size_t> splits{3000, 3000, 11000};
+  // The device bytes of the input and the scratch of packing it, measured unlimited.
+  std::size_t input = 0;
+  std::size_t scratch = 0;
+  std::size_t outputs = 0;
+  {
+    const std::size_t before = br.used(MemoryType::DEVICE);
+    const Table d = on_device(h);
+    input = br.used(MemoryType::DEVICE) - before;
+    br.reset_peak(MemoryType::DEVICE);
+    auto packed = gpu::partition_and_pack(d.view(), keys, parts, br, stream);
+    stream.view().synchronize();
+    for (const auto& p : packed) outputs += p.payload->size();
+    scratch = br.peak(MemoryType::DEVICE) - before - input - outputs;
+  }
+  for (const bool pinned : {true, false}) {
+    SCOPED_TRACE(pinned ? "with a PINNED_HOST tier" : "without a PINNED_HOST tier");
+    auto cfg = test::small_config(dir.path());
+    const std::size_t limit = input + scratch + outputs / 2;
+    cfg.limits[index(MemoryType::DEVICE)] = Limit::bytes(limit);
+    cfg.pinned_pool = pinned;
+    BufferResource lbr(cfg);
+    const MemoryType lower = pinned ? MemoryType::PINNED_HOST : MemoryType::HOST;
+    Table d = copy_table(h, MemoryType::DEVICE, lbr, stream);
+    stream.view().synchronize();
+    lbr.reset_peak(MemoryType::DEVICE);
+    auto got = gpu::partition_and_pack(d.view(), keys, parts, lbr, stream);
+    auto got_split = gpu::split_and_pack(d.view(), splits, lbr, stream);
+    stream.view().synchronize();
+    EXPECT_LE(lbr.peak(MemoryType::DEVICE), limit);
+    std::size_t below = 0;
+    for (auto* set : {&got, &got_split}) {
+      for (auto& p : *set) {
+        ASSERT_TRUE(p.payload->mem_type() == MemoryType::DEVICE || p.payload->mem_type() == lower)
+            << to_string(p.payload->mem_type());
+        if (p.payload->mem_type() == lower) below += p.payload->size();
+      }
+    }
+    EXPECT_GT(below, 0u);
+    const auto stat = lbr.statistics().get("pack-into-host-memory");
+    ASSERT_TRUE(stat.has_value());
+    EXPECT_EQ(stat->bytes, static_cast<double>(below));
+    // Byte for byte the CPU's packing, wherever each payload went.
+    for (auto* set : {&got, &got_split}) {
+      for (auto& p : *set) {
+        p.payload = lbr.move(std::move(p.payload), MemoryType::HOST, stream);
+        p.payload->wait();
+      }
+    }
+    auto want = partition_and_pack(h.view(), keys, parts, br);
+    auto want_split = split_and_pack(h.view(), splits, br);
+    expect_same_packs(want, got);
+    expect_same_packs(want_split, got_split);
+  }
+}
+
+/// A limit that holds the concatenated partition but not its chunks beside it: the chunks
+/// that find no room on the GPU are read from pinned host memory, and the limit holds.
+TEST_F(GpuTable, UnpackAndConcatReadsChunksFromPinnedMemoryWhenTheGpuIsFull) {
+  const Table h = host_table(20000, 0.2);
+  const std::vector<std::size_t> splits{5000, 9000, 15000};
+  auto parts = split_and_pack(h.view(), splits, br);  // HOST payloads
+  std::size_t chunks = 0;
+  for (const auto& p : parts) chunks += p.payload->size();
+  const std::size_t output = [&] {
+    const std::size_t before = br.used(MemoryType::DEVICE);
+    const Table d = on_device(h);
+    return br.used(MemoryType::DEVICE) - before;
+  }();
+  auto cfg = test::small_config(dir.path());
+  const std::size_t limit = std::max(chunks, output) + chunks / 3;
+  cfg.limits[index(MemoryType::DEVICE)] = Limit::bytes(limit);
+  BufferResource lbr(cfg);
+  std::vector<PackedData> in;
+  for (auto& p : parts) {
+    auto res = lbr.reserve(MemoryType::HOST, p.payload->size());
+    in.push_back(PackedData{p.metadata, lbr.copy(*p.payload, res)});
+  }
+  const Table out = gpu::unpack_and_concat(std::move(in), lbr, stream);
+  stream.view().synchronize();
+  EXPECT_LE(lbr.peak(MemoryType::DEVICE), limit);
+  EXPECT_EQ(out.column(0).data().mem_type(), MemoryType::DEVICE);
+  const auto stat = lbr.statistics().get("unpack-from-host-memory");
+  ASSERT_TRUE(stat.has_value());
+  EXPECT_GT(stat->bytes, 0.0);
+  expect_same_bytes(on_host(out).view(), h.view());
+}
+
+/// When no tier can take a packed payload, the error names the step and every tier tried.
+TEST_F(GpuTable, PackingThatFitsNowhereNamesTheStepAndTheTiers) {
+  const Table h = host_table(20000, 0.2);
+  auto cfg = test::small_config(dir.path());
+  cfg.limits[index(MemoryType::DEVICE)] = Limit::bytes(4 * h.view().total_bytes());
+  cfg.limits[index(MemoryType::PINNED_HOST)] = Limit::bytes(0);
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(0);
+  BufferResource lbr(cfg);
+  const Table d = copy_table(h, MemoryType::DEVICE, lbr, stream);
+  stream.view().synchronize();
+  // Room for the scratch (about 300 KiB here), not for a payload (about 600 KiB).
+  auto hold = lbr.reserve(MemoryType::DEVICE, lbr.available(MemoryType::DEVICE) - 448 * KiB);
+  try {
+    (void)gpu::partition_and_pack(d.view(), std::vector<std::size_t>{0}, 2, lbr, stream);
+    FAIL() << "packed with no room anywhere";
+  } catch (const out_of_memory& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("packing (gpu::partition_and_pack): cannot reserve"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("of DEVICE, PINNED_HOST or HOST even after spilling"), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("HOST: larger than its limit of 0 B"), std::string::npos) << msg;
+  }
+  stream.view().synchronize();
+}

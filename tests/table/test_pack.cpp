@@ -201,6 +201,20 @@ TEST(Unpack, NamesWhatIsWrong) {
   }
 }
 
+// A nullable column of no rows has an empty null mask: its offset must still be 0, or
+// unpack would form a pointer outside the payload (found by fuzz_unpack; undefined behaviour
+// that UBSan reported while the old check let it through).
+TEST(Unpack, AnEmptyBufferFarAwayIsCorrupt) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  Table t = mixed_table(br, 0, 0.5);
+  const PackedData good = pack(t.view(), br);
+  PackedData p = copy_of(good, br);
+  const std::uint64_t far = ~std::uint64_t{0} - (std::uint64_t{1} << 34);
+  std::memcpy(p.metadata.data() + 28 + 8 + 2, &far, 8);  // column 0's mask offset
+  expect_corrupt(std::move(p), "is empty but has offset");
+}
+
 TEST(Unpack, RejectsCorruptStringOffsets) {
   test::TempDir dir;
   BufferResource br(test::host_config(dir.path()));

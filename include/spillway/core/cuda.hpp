@@ -66,6 +66,13 @@ std::size_t pool_reserved(void* pool);
 
 void* malloc_pinned(std::size_t bytes);
 void free_pinned(void* ptr) noexcept;
+/// Page-locks host memory and maps it for the GPU (cudaHostRegister) so that kernels can
+/// read and write it through the same pointer. False, with nothing registered, when that is
+/// not possible here (no CUDA, a device without host-pointer access, memory already
+/// registered, or the system refuses to pin it).
+bool host_register(void* ptr, std::size_t bytes) noexcept;
+/// Undoes host_register.
+void host_unregister(void* ptr) noexcept;
 
 /// cudaMemcpyAsync with cudaMemcpyDefault (unified addressing picks the direction).
 void memcpy_async(void* dst, const void* src, std::size_t bytes, Stream stream);

@@ -24,6 +24,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace spillway {
 
@@ -115,15 +116,36 @@ class BufferResource {
 
   /// Reserves `bytes` on tier `t` without spilling; nullopt when they do not fit.
   std::optional<MemoryReservation> try_reserve(MemoryType t, std::size_t bytes);
+  /// Reserves `bytes` on tier `t`, spilling that tier's spillable buffers down if needed;
+  /// nullopt when even spilling cannot make room (the expected failure, not an exception).
+  /// @throws spillway::logic_error when the tier is absent; what a spill function throws.
+  std::optional<MemoryReservation> reserve_or_spill(MemoryType t, std::size_t bytes);
   /// Reserves `bytes` on tier `t`, spilling that tier's spillable buffers down if needed.
-  /// @throws spillway::out_of_memory with used/limit of every tier when it cannot be met;
-  ///         spillway::logic_error when the tier is absent.
+  /// @throws spillway::out_of_memory naming the step (MemoryStep), what was asked and the
+  ///         used/limit of every tier when it cannot be met; spillway::logic_error when the
+  ///         tier is absent.
   MemoryReservation reserve(MemoryType t, std::size_t bytes);
+  /// The first live tier of `order` that has room after spilling it, each in turn (absent
+  /// tiers are skipped); nullopt when none has. For data that should be as high as possible
+  /// but may go lower rather than fail (a packed copy that does not fit on the GPU).
+  /// @throws spillway::logic_error when no tier of `order` is live
+  std::optional<MemoryReservation> try_reserve_in_order(std::span<const MemoryType> order,
+                                                        std::size_t bytes);
+  /// try_reserve_in_order, or spillway::out_of_memory naming every tier it tried.
+  MemoryReservation reserve_in_order(std::span<const MemoryType> order, std::size_t bytes);
   /// The first live tier of `order` with room (keeping its configured headroom free, except on
   /// the last tier), without spilling; if none, each live tier after the first (or the only
   /// one) in order again, now allowing spilling. So data lands lower instead of evicting the
-  /// preferred tier. @throws spillway::out_of_memory
+  /// preferred tier. nullopt when no tier has room.
+  /// @throws spillway::logic_error when no tier of `order` is live
+  std::optional<MemoryReservation> try_reserve_first_fit(std::span<const MemoryType> order,
+                                                         std::size_t bytes);
+  /// try_reserve_first_fit, or spillway::out_of_memory naming every tier it tried.
   MemoryReservation reserve_first_fit(std::span<const MemoryType> order, std::size_t bytes);
+  /// Throws the out_of_memory of a request of `bytes` that none of the tiers `tried` could
+  /// meet even after spilling: the step (MemoryStep::current()), per tier tried what was in
+  /// use of its limit (all of it live: spilling freed nothing more), and the other tiers.
+  [[noreturn]] void throw_out_of_memory(std::span<const MemoryType> tried, std::size_t bytes) const;
 
   /// Allocates `bytes` drawn from `reservation` (DEVICE, PINNED_HOST or HOST), valid on `stream`.
   /// @throws spillway::logic_error when the reservation is too small or of the DISK tier.
@@ -191,9 +213,9 @@ class BufferResource {
   /// Charges `bytes` to tier `t` if they fit under its limit less `keep_free`.
   bool try_charge(MemoryType t, std::size_t bytes, std::size_t keep_free = 0) noexcept;
   void uncharge(MemoryType t, std::size_t bytes) noexcept;
-  std::optional<MemoryReservation> reserve_or_spill(MemoryType t, std::size_t bytes);
+  std::optional<MemoryReservation> spill_and_reserve(MemoryType t, std::size_t bytes);
+  std::vector<MemoryType> live_of(std::span<const MemoryType> order) const;
   void check_live(MemoryType t) const;
-  [[noreturn]] void throw_oom(MemoryType t, std::size_t bytes) const;
   void free_buffer(Buffer& buf) noexcept;
   void activate_device() const;
   void take(MemoryReservation& res, std::size_t bytes, MemoryType expected) const;

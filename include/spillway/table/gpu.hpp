@@ -5,7 +5,8 @@
 /// order, the same metadata and payload bytes), for tables whose columns are in device memory.
 ///
 /// Every function runs on the caller's `stream` and allocates every byte, scratch included,
-/// through the BufferResource (outputs on the DEVICE tier, valid on `stream`). They
+/// through the BufferResource (outputs on the DEVICE tier, valid on `stream`, except packed
+/// outputs that find no room there, as partition_and_pack says). They
 /// synchronize `stream` once, where the sizes of the outputs must be known on the host
 /// (partition sizes, string lengths). In a build without CUDA each throws spillway::logic_error.
 
@@ -37,10 +38,13 @@ PartitionedTable hash_partition(const TableView& table, std::span<const std::siz
                                 std::size_t num_partitions, BufferResource& br, Stream stream,
                                 std::uint32_t seed = default_hash_seed);
 
-/// spillway::partition_and_pack on the GPU: one DEVICE payload per partition, written straight
-/// from the input. Extra memory: the outputs, 2 bytes per row (4 beyond 65535 partitions) and
-/// a histogram of at most 1 byte per row; with STRING columns 4 bytes per row more and 8 per
-/// row and STRING column.
+/// spillway::partition_and_pack on the GPU: one payload per partition, written straight from
+/// the input. Each payload is on the DEVICE tier, spilling what is spillable there; when even
+/// that leaves no room, the kernels write it into pinned host memory, else into HOST memory
+/// mapped for the GPU during the call (counted as `pack-into-host-memory`), so that packing
+/// completes whenever some tier has room and no limit is exceeded. Extra memory: the outputs, 2
+/// bytes per row (4 beyond 65535 partitions) and a histogram of at most 1 byte per row; with STRING
+/// columns 4 bytes per row more and 8 per row and STRING column.
 std::vector<PackedData> partition_and_pack(const TableView& table,
                                            std::span<const std::size_t> keys,
                                            std::size_t num_partitions, BufferResource& br,
@@ -76,23 +80,28 @@ class PartitionPlan {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-/// spillway::split_and_pack on the GPU: DEVICE payloads.
+/// spillway::split_and_pack on the GPU: payloads on the DEVICE tier, or lower when it has no
+/// room even after spilling (as partition_and_pack's).
 std::vector<PackedData> split_and_pack(const TableView& table, std::span<const std::size_t> splits,
                                        BufferResource& br, Stream stream);
 
-/// spillway::unpack for a DEVICE payload: the metadata is checked on the host, the string
-/// offsets in the payload on the GPU; the views point into device memory. Synchronizes
-/// `stream`. @throws spillway::corrupt_data_error naming the problem
+/// spillway::unpack for a payload the GPU can read (DEVICE, or PINNED_HOST, which is mapped for
+/// it): the metadata is checked on the host, the string offsets in the payload on the GPU; the
+/// views point into the payload. Synchronizes `stream`.
+/// @throws spillway::corrupt_data_error naming the problem
 UnpackedTable unpack(PackedData packed, Stream stream);
 
 /// spillway::concat of tables in device memory: a new DEVICE table, the same bytes.
 /// @throws spillway::logic_error when the schemas differ
 Table concat(std::span<const TableView> tables, BufferResource& br, Stream stream);
 
-/// spillway::unpack_and_concat on the GPU: every payload is moved to DEVICE first (a chunk that
-/// was received into host memory or spilled comes up here, when it is needed), checked by
-/// gpu::unpack, then concatenated; a single chunk is not copied (spillway::to_table of it).
-/// Profiled as "unpack_and_concat".
+/// spillway::unpack_and_concat on the GPU: a DEVICE table. Room for the output is held on the
+/// GPU while the chunks that landed on the host or were spilled come up; a chunk that then finds
+/// no room on the GPU is read from pinned host memory by the concatenation (brought there first
+/// from HOST or DISK; counted as `unpack-from-host-memory`), so the GPU needs about one
+/// partition, not two. A single chunk is not copied (spillway::to_table of it) and must come up
+/// to the GPU. Profiled as "unpack_and_concat".
+/// @throws spillway::out_of_memory naming the step and the tiers tried
 Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stream stream);
 
 /// spillway::checksum of a table in device memory (the same value). Synchronizes `stream`.

@@ -4,12 +4,16 @@
 // the tables' bits sit at arbitrary offsets of the output.
 #include <spillway/table/gpu.hpp>
 
+#include <spillway/memory/memory_step.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 
 #include "../../core/cuda_try.hpp"
 #include "../arguments.hpp"
 #include "batched_copy.cuh"
 #include "device_column.cuh"
+
+#include <array>
+#include <span>
 
 namespace spillway::gpu {
 
@@ -123,17 +127,48 @@ Table concat(std::span<const TableView> tables, BufferResource& br, Stream strea
 
 Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stream stream) {
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "unpack_and_concat");
+  const MemoryStep step("unpacking (gpu::unpack_and_concat)");
+  std::size_t total = 0;
+  for (const auto& p : packed) {
+    SPILLWAY_EXPECTS(p.payload != nullptr, "unpack_and_concat: a chunk without a payload");
+    total += p.payload->size();
+  }
+  // A single chunk becomes the table itself, so it must be on the GPU.
+  if (packed.size() == 1) {
+    auto& p = packed.front();
+    if (p.payload->mem_type() != MemoryType::DEVICE) {
+      p.payload = br.move(std::move(p.payload), MemoryType::DEVICE, stream);
+    }
+    return to_table(gpu::unpack(std::move(p), stream));
+  }
+  // Room for the output is held while chunks come up, so that chunks take only what the
+  // output leaves: a chunk that finds no room on the GPU is read where it is by the concat
+  // kernels (pinned host memory is mapped for the GPU), or brought into pinned memory first.
+  // The payloads (~ the output's size) bound the output: data, offsets and masks, padded.
+  auto room = br.reserve_or_spill(MemoryType::DEVICE, total);
   std::vector<UnpackedTable> parts;
   std::vector<TableView> views;
   for (auto& p : packed) {
-    SPILLWAY_EXPECTS(p.payload != nullptr, "unpack_and_concat: a chunk without a payload");
-    if (p.payload->mem_type() != MemoryType::DEVICE) {
-      p.payload = br.move(std::move(p.payload), MemoryType::DEVICE, stream);
+    const MemoryType at = p.payload->mem_type();
+    if (at != MemoryType::DEVICE) {
+      if (auto res = br.reserve_or_spill(MemoryType::DEVICE, p.payload->size())) {
+        p.payload = br.move(std::move(p.payload), *res, stream);
+      } else if (at != MemoryType::PINNED_HOST) {
+        static constexpr std::array<MemoryType, 2> order{MemoryType::DEVICE,
+                                                         MemoryType::PINNED_HOST};
+        auto pinned = br.try_reserve_in_order(std::span(order).subspan(1), p.payload->size());
+        if (!pinned) br.throw_out_of_memory(order, p.payload->size());
+        p.payload = br.move(std::move(p.payload), *pinned, stream);
+      }
+      if (p.payload->mem_type() != MemoryType::DEVICE) {
+        br.statistics().add_bytes("unpack-from-host-memory",
+                                  static_cast<double>(p.payload->size()));
+      }
     }
     parts.push_back(gpu::unpack(std::move(p), stream));
     views.push_back(parts.back().view());
   }
-  if (parts.size() == 1) return to_table(std::move(parts.front()));
+  if (room) room->release();
   Table out = gpu::concat(views, br, stream);
   cuda::stream_synchronize(stream);  // the parts' payloads go at the end of this scope
   return out;

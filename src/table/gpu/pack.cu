@@ -3,6 +3,7 @@
 // for all parts and columns together.
 #include <spillway/table/gpu.hpp>
 
+#include <spillway/memory/memory_step.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 
 #include "../../core/cuda_try.hpp"
@@ -10,6 +11,7 @@
 #include "../pack_format.hpp"
 #include "batched_copy.cuh"
 #include "device_column.cuh"
+#include "packed_outputs.hpp"
 
 #include <string>
 
@@ -50,6 +52,7 @@ __global__ void check_offsets_kernel(const std::int32_t* off, std::size_t rows, 
 std::vector<PackedData> split_and_pack(const TableView& table, std::span<const std::size_t> splits,
                                        BufferResource& br, Stream stream) {
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "split_and_pack");
+  const MemoryStep step("packing (gpu::split_and_pack)");
   SPILLWAY_EXPECTS(cuda::is_available(), "the GPU table functions need a GPU");
   const std::size_t rows = table.num_rows();
   const std::size_t ncols = table.num_columns();
@@ -76,6 +79,7 @@ std::vector<PackedData> split_and_pack(const TableView& table, std::span<const s
   }
 
   std::vector<PackedData> out(nparts);
+  detail::PackedOutputs outputs(br, stream);  // after `out`: unmaps before the payloads go
   std::vector<detail::CopyRange> copies;
   std::vector<detail::BitRange> masks;
   std::vector<detail::RebaseRange> offsets;
@@ -88,7 +92,7 @@ std::vector<PackedData> split_and_pack(const TableView& table, std::span<const s
     }
     const auto layout = spillway::detail::make_layout(table, n, chars);
     out[p].metadata = spillway::detail::encode(layout);
-    out[p].payload = br.allocate(MemoryType::DEVICE, layout.payload_size, stream);
+    out[p].payload = outputs.allocate(layout.payload_size);
     std::byte* base = out[p].payload->data();
     for (std::size_t c = 0; c < ncols; ++c) {
       const ColumnView& col = table.columns[c];
@@ -112,15 +116,17 @@ std::vector<PackedData> split_and_pack(const TableView& table, std::span<const s
   detail::copy_ranges(std::span<const detail::CopyRange>(copies), br, stream);
   detail::copy_ranges(std::span<const detail::BitRange>(masks), br, stream);
   detail::copy_ranges(std::span<const detail::RebaseRange>(offsets), br, stream);
+  outputs.finish();
   return out;
 }
 
 UnpackedTable unpack(PackedData packed, Stream stream) {
   SPILLWAY_EXPECTS(packed.payload != nullptr, "unpack: the packed data has no payload");
   const Buffer& payload = *packed.payload;
-  SPILLWAY_EXPECTS(payload.mem_type() == MemoryType::DEVICE,
-                   "gpu::unpack: the payload is in " + std::string(to_string(payload.mem_type())) +
-                       ", not DEVICE");
+  SPILLWAY_EXPECTS(
+      payload.mem_type() == MemoryType::DEVICE || payload.mem_type() == MemoryType::PINNED_HOST,
+      "gpu::unpack: the payload is in " + std::string(to_string(payload.mem_type())) +
+          ", not DEVICE or PINNED_HOST");
   const spillway::detail::PackLayout layout =
       spillway::detail::decode(packed.metadata, payload.size());
   const std::byte* base = payload.size() > 0 ? payload.data() : nullptr;

@@ -19,6 +19,7 @@
 // has no sort to repeat per call).
 #include <spillway/table/gpu.hpp>
 
+#include <spillway/memory/memory_step.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 
 #include "../../core/cuda_try.hpp"
@@ -26,6 +27,7 @@
 #include "../pack_format.hpp"
 #include "batched_copy.cuh"
 #include "device_column.cuh"
+#include "packed_outputs.hpp"
 
 #include <cuda_pipeline.h>
 #include <cub/block/block_radix_sort.cuh>
@@ -797,8 +799,10 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
                                            std::size_t num_partitions, BufferResource& br,
                                            Stream stream, std::uint32_t seed) {
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "partition_and_pack");
+  const MemoryStep step("packing (gpu::partition_and_pack)");
   const std::size_t ncols = table.num_columns();
   std::vector<PackedData> out(num_partitions);
+  detail::PackedOutputs outputs(br, stream);  // after `out`: unmaps before the payloads go
   partition_any(table, keys, num_partitions, seed, br, stream, [&](const Sizes& sizes) {
     std::vector<Dest> dest(ncols * num_partitions);
     std::vector<detail::CopyRange> zero;
@@ -813,7 +817,7 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
       const auto layout =
           spillway::detail::make_layout(table, sizes.starts[p + 1] - sizes.starts[p], chars);
       out[p].metadata = spillway::detail::encode(layout);
-      out[p].payload = br.allocate(MemoryType::DEVICE, layout.payload_size, stream);
+      out[p].payload = outputs.allocate(layout.payload_size);
       std::byte* base = out[p].payload->data();
       for (std::size_t c = 0; c < ncols; ++c) {
         const auto& cl = layout.columns[c];
@@ -832,6 +836,7 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
     }
     return std::pair{std::move(dest), std::move(zero)};
   });
+  outputs.finish();
   return out;
 }
 

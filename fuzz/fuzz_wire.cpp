@@ -1,0 +1,55 @@
+// libFuzzer target for the shuffle's wire messages, decoded as a receiving rank decodes them:
+// a chunk message (then the packed metadata it carries, against the payload size it names) or
+// a finish message (then the metadata of each direct chunk it names).
+// A valid message must decode to fields that encode back to the same bytes; an invalid one
+// must give spillway::corrupt_data_error naming the problem: never a crash, a hang, undefined
+// behaviour or a read outside the input.
+// Input: u8 kind (even: chunk, odd: finish) | u16 total partitions (0 means 1) | message.
+#include <spillway/core/error.hpp>
+
+#include "../src/shuffle/wire.hpp"
+#include "../src/table/pack_format.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+
+namespace {
+
+void decode_metadata(const spillway::detail::ChunkHeader& h) {
+  try {
+    (void)spillway::detail::decode(h.metadata, static_cast<std::size_t>(h.payload_bytes));
+  } catch (const spillway::corrupt_data_error&) {
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 3) return 0;
+  const bool finish = (data[0] & 1U) != 0;
+  std::uint16_t total = 0;
+  std::memcpy(&total, data + 1, 2);
+  const auto parts = static_cast<spillway::PartID>(total == 0 ? 1 : total);
+  const std::span<const std::uint8_t> msg(data + 3, size - 3);
+  try {
+    if (finish) {
+      const auto f = spillway::detail::decode_finish(msg, parts);
+      const auto again = spillway::detail::encode_finish(f);
+      if (again.size() != msg.size() || std::memcmp(again.data(), msg.data(), msg.size()) != 0) {
+        std::abort();  // a message that decodes must be the encoding of what it decoded to
+      }
+      for (const auto& h : f.direct) decode_metadata(h);
+    } else {
+      const auto h = spillway::detail::decode_chunk(msg, parts);
+      const auto again = spillway::detail::encode_chunk(h);
+      if (again.size() != msg.size() || std::memcmp(again.data(), msg.data(), msg.size()) != 0) {
+        std::abort();
+      }
+      decode_metadata(h);
+    }
+  } catch (const spillway::corrupt_data_error&) {
+  }
+  return 0;
+}

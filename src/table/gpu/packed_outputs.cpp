@@ -1,0 +1,51 @@
+#include "packed_outputs.hpp"
+
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
+
+#include <array>
+
+namespace spillway::gpu::detail {
+
+PackedOutputs::~PackedOutputs() {
+  if (registered_.empty()) return;
+  // An exception left kernels that may still write the mapped memory: wait for them first.
+  try {
+    cuda::stream_synchronize(stream_);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw
+  }
+  for (void* p : registered_) cuda::host_unregister(p);
+}
+
+std::unique_ptr<Buffer> PackedOutputs::allocate(std::size_t bytes) {
+  if (auto res = br_.reserve_or_spill(MemoryType::DEVICE, bytes)) {
+    return br_.allocate(*res, bytes, stream_);
+  }
+  static constexpr std::array<MemoryType, 3> order{MemoryType::DEVICE, MemoryType::PINNED_HOST,
+                                                   MemoryType::HOST};
+  static constexpr std::array<MemoryType, 2> lower{MemoryType::PINNED_HOST, MemoryType::HOST};
+  auto res = br_.try_reserve_in_order(lower, bytes);
+  if (!res) br_.throw_out_of_memory(order, bytes);
+  auto buf = br_.allocate(*res, bytes, stream_);
+  if (buf->mem_type() == MemoryType::HOST && bytes > 0) {
+    SPILLWAY_EXPECTS(cuda::host_register(buf->data(), bytes),
+                     "packing: " + format_bytes(static_cast<double>(bytes)) +
+                         " of output found room only on HOST, and that memory could not be "
+                         "mapped for the GPU (cudaHostRegister); usage: " +
+                         br_.usage(),
+                     out_of_memory);
+    registered_.push_back(buf->data());
+  }
+  br_.statistics().add_bytes("pack-into-host-memory", static_cast<double>(bytes));
+  return buf;
+}
+
+void PackedOutputs::finish() {
+  if (registered_.empty()) return;
+  cuda::stream_synchronize(stream_);
+  for (void* p : registered_) cuda::host_unregister(p);
+  registered_.clear();
+}
+
+}  // namespace spillway::gpu::detail

@@ -1,0 +1,43 @@
+#pragma once
+// Where the GPU packing functions put their outputs (internal): on the GPU when it has room,
+// else on the next tier its kernels can write, so that packing under a device limit completes
+// whenever some tier has room, and no limit is exceeded.
+
+#include <spillway/core/stream.hpp>
+#include <spillway/memory/buffer_resource.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+namespace spillway::gpu::detail {
+
+/// The payloads of one packing call. Each goes to DEVICE, spilling what is spillable there;
+/// when even that leaves no room, to PINNED_HOST (kernels write it over PCIe), else to HOST
+/// memory that is page-locked and mapped for the GPU for the duration of the call
+/// (cudaHostRegister). Bytes that went to a host tier are counted as the statistic
+/// `pack-into-host-memory`. finish() must be called once every kernel that writes the
+/// payloads has been queued on `stream`: it waits for them only when HOST memory was mapped,
+/// to undo the mapping. Not thread-safe (one call's helper).
+class PackedOutputs {
+ public:
+  PackedOutputs(BufferResource& br, Stream stream) : br_{br}, stream_{stream} {}
+  ~PackedOutputs();
+  PackedOutputs(const PackedOutputs&) = delete;
+  PackedOutputs& operator=(const PackedOutputs&) = delete;
+  PackedOutputs(PackedOutputs&&) = delete;
+  PackedOutputs& operator=(PackedOutputs&&) = delete;
+
+  /// A payload of `bytes` that the GPU can write on `stream`.
+  /// @throws spillway::out_of_memory naming every tier tried when none has room
+  std::unique_ptr<Buffer> allocate(std::size_t bytes);
+  /// Waits for the kernels queued on `stream` if HOST memory was mapped, then unmaps it.
+  void finish();
+
+ private:
+  BufferResource& br_;
+  Stream stream_;
+  std::vector<void*> registered_;
+};
+
+}  // namespace spillway::gpu::detail
