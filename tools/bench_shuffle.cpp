@@ -147,6 +147,9 @@ Options parse(int argc, char** argv) {
   auto number = [&](int& i, long long min, long long max = 1LL << 50) {
     return cli::number(argc, argv, i, min, max, usage);
   };
+  // MiB values: at most what a byte count holds (2^44 MiB would wrap to 0 bytes).
+  constexpr long long max_mib = (1LL << 44) - 1;
+  bool ranks_given = false;
   const std::map<std::string, bool Options::*> switches{{"-L", &Options::no_pinned},
                                                         {"-g", &Options::pre_partitioned},
                                                         {"-s", &Options::discard},
@@ -171,6 +174,7 @@ Options parse(int argc, char** argv) {
       }
     } else if (a == "--ranks") {
       o.ranks = static_cast<int>(number(i, 1, 4096));
+      ranks_given = true;
     } else if (a == "-c") {
       o.columns = static_cast<std::size_t>(number(i, 1));
     } else if (a == "-n") {
@@ -190,22 +194,28 @@ Options parse(int argc, char** argv) {
         usage(std::string("-m: ") + e.what());
       }
     } else if (a == "-l") {
-      o.device_limit_mib = number(i, 0);
+      o.device_limit_mib = number(i, 0, max_mib);
     } else if (a == "--host-limit") {
-      o.host_limit_mib = number(i, 0);
+      o.host_limit_mib = number(i, 0, max_mib);
     } else if (a == "--pinned-reserve") {
-      o.pinned_reserve_mib = number(i, 0);
+      o.pinned_reserve_mib = number(i, 0, max_mib);
     } else if (a == "--spill-dir") {
       o.spill_dir = value(i);
     } else if (a == "--disk-limit") {
-      o.disk_limit_mib = number(i, 0);
+      o.disk_limit_mib = number(i, 0, max_mib);
     } else if (a == "--json") {
       o.json = value(i);
     } else {
       usage("unknown option '" + a + "'");
     }
   }
-  if (o.comm == "single") o.ranks = 1;
+  if (o.comm == "single") {
+    if (ranks_given && o.ranks != 1) usage("-C single is one rank: --ranks must be 1 or left out");
+    o.ranks = 1;
+  }
+  if (!o.json.empty() && !std::ofstream(o.json, std::ios::app)) {
+    usage("--json: cannot write '" + o.json + "'");  // now, not after every run
+  }
   if (o.in_parts > o.rows && o.rows > 0) usage("-p is larger than -n: input tables without rows");
   if (o.overlap && !o.pre_partitioned) usage("--overlap needs -g");
   if (o.pack_first && o.pre_partitioned) usage("--pack-first is for hashed input (without -g)");
@@ -710,6 +720,9 @@ class Bench {
     if (!gpu_ && o_.device_limit_mib >= 0) {
       std::cout << "-l: the CPU path has no device tier, so -l limits nothing here "
                    "(--host-limit limits host memory)\n";
+    }
+    if (!gpu_ && o_.allocator) {
+      std::cout << "-m: the CPU path has no device tier, so the device allocator is not used\n";
     }
   }
 

@@ -120,10 +120,14 @@ Options parse(int argc, char** argv) {
   }
   if (o.files.empty()) usage("no --files given");
   if (o.direct && o.task_size % 4096 != 0) usage("--direct needs a --task-size multiple of 4096");
+  std::uintmax_t total = 0;
   for (const auto& f : o.files) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(f, ec)) usage("'" + f + "' is not a readable file");
+    total += std::filesystem::file_size(f, ec);
   }
+  // No bytes, no rate: every column would be 0 or undefined (it printed a misaligned row).
+  if (total == 0) usage("the files hold no bytes: there is nothing to time");
   return o;
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -74,6 +75,18 @@ OptionValues defaults() {
   return v;
 }
 
+/// A whole number within lo..hi (a count or milliseconds: no unit, no fraction).
+std::size_t whole_number(const std::string& text, const char* var, const char* what, std::size_t lo,
+                         std::size_t hi) {
+  std::size_t n = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, n);
+  SPILLWAY_EXPECTS(ec == std::errc() && ptr == end && n >= lo && n <= hi,
+                   std::string(var) + " must be a whole number of " + what + " within " +
+                       std::to_string(lo) + ".." + std::to_string(hi) + ", got '" + text + "'");
+  return n;
+}
+
 std::size_t positive_bytes(const std::string& text, const char* var) {
   const std::size_t n = parse_bytes(text, var);
   SPILLWAY_EXPECTS(n > 0, std::string(var) + " must be greater than zero");
@@ -109,9 +122,7 @@ OptionValues from_environment() {
   }
   if (auto e = env("SPILLWAY_HOST_CACHE")) v.host_cache = Limit::parse(*e, "SPILLWAY_HOST_CACHE");
   if (auto e = env("SPILLWAY_IO_THREADS")) {
-    v.io_threads = parse_bytes(*e, "SPILLWAY_IO_THREADS");
-    SPILLWAY_EXPECTS(v.io_threads >= 1 && v.io_threads <= 1024,
-                     "SPILLWAY_IO_THREADS must be within 1..1024, got '" + *e + "'");
+    v.io_threads = whole_number(*e, "SPILLWAY_IO_THREADS", "threads", 1, 1024);
   }
   if (auto e = env("SPILLWAY_IO_TASK_SIZE")) {
     v.io_task_size = positive_bytes(*e, "SPILLWAY_IO_TASK_SIZE");
@@ -139,7 +150,8 @@ OptionValues from_environment() {
     v.staging_size = parse_bytes(*e, "SPILLWAY_STAGING_SIZE");
   }
   if (auto e = env("SPILLWAY_SPILL_PERIOD_MS")) {
-    v.spill_period = std::chrono::milliseconds(parse_bytes(*e, "SPILLWAY_SPILL_PERIOD_MS"));
+    v.spill_period = std::chrono::milliseconds(
+        whole_number(*e, "SPILLWAY_SPILL_PERIOD_MS", "milliseconds", 0, 86'400'000));
   }
   if (auto e = env("SPILLWAY_SPILL_INJECT")) {
     char* end = nullptr;
@@ -151,9 +163,10 @@ OptionValues from_environment() {
   if (auto e = env("SPILLWAY_COMM_TIMEOUT")) {
     char* end = nullptr;
     const double seconds = std::strtod(e->c_str(), &end);
+    // At least a millisecond: a shorter timeout would round to 0 ms and fail every wait.
     SPILLWAY_EXPECTS(
-        end != e->c_str() && *end == '\0' && seconds > 0 && seconds < 1e9,
-        "SPILLWAY_COMM_TIMEOUT must be a positive number of seconds, got '" + *e + "'");
+        end != e->c_str() && *end == '\0' && seconds >= 0.001 && seconds < 1e9,
+        "SPILLWAY_COMM_TIMEOUT must be a number of seconds within 0.001..1e9, got '" + *e + "'");
     v.comm_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
   }
   if (auto e = env("SPILLWAY_MPI_IPC_WINDOW")) {

@@ -203,7 +203,16 @@ void BufferResource::activate_device() const {
   if (device_ >= 0) cuda::set_device(device_);
 }
 
+bool BufferResource::exceeds_machine(MemoryType t, std::size_t bytes) const noexcept {
+  // Host memory beyond the machine's can never be backed, whatever the limit (an unlimited
+  // tier would otherwise charge SIZE_MAX, and sizes near it wrap when rounded to pages).
+  const auto& tier = tiers_[index(t)];
+  return (t == MemoryType::HOST || t == MemoryType::PINNED_HOST) && tier.capacity > 0 &&
+         bytes > tier.capacity;
+}
+
 bool BufferResource::try_charge(MemoryType t, std::size_t bytes, std::size_t keep_free) noexcept {
+  if (exceeds_machine(t, bytes)) return false;
   auto& tier = tiers_[index(t)];
   const std::size_t limit = tier.limit - std::min(tier.limit, keep_free);
   std::size_t cur = tier.used.load(std::memory_order_relaxed);
@@ -281,6 +290,9 @@ void BufferResource::throw_out_of_memory(std::span<const MemoryType> tried,
     detail += (i == 0 ? "" : "; ") + std::string(to_string(t)) + ": ";
     if (!is_live(t)) {
       detail += "absent";
+    } else if (exceeds_machine(t, bytes)) {
+      detail +=
+          "more than the machine has (" + format_bytes(static_cast<double>(capacity(t))) + ")";
     } else if (bytes > limit(t)) {
       detail += "larger than its limit of " + limit_string(limit(t));
     } else {

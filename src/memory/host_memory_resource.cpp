@@ -1,10 +1,13 @@
 #include <spillway/memory/host_memory_resource.hpp>
 
+#include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
 
 #include <sys/mman.h>
 
+#include <limits>
 #include <new>
+#include <string>
 
 namespace spillway {
 
@@ -27,8 +30,21 @@ std::size_t rounded(std::size_t bytes) {
 }
 
 void* system_allocate(std::size_t bytes) {
+  // Sizes whose rounding would wrap (within a huge page of SIZE_MAX) are refused, not rounded
+  // down to a small block that the caller would then overrun.
+  SPILLWAY_EXPECTS(
+      bytes <= std::numeric_limits<std::size_t>::max() / 2,
+      "a host allocation of " + std::to_string(bytes) + " bytes is larger than any memory",
+      out_of_memory);
   const std::size_t align = alignment_for(bytes);
-  void* p = ::operator new (rounded(bytes), std::align_val_t{align});
+  void* p = nullptr;
+  try {
+    p = ::operator new (rounded(bytes), std::align_val_t{align});
+  } catch (const std::bad_alloc&) {
+    SPILLWAY_FAIL(
+        "the system refused a host allocation of " + format_bytes(static_cast<double>(bytes)),
+        out_of_memory);
+  }
   if (align == huge_page) (void)::madvise(p, rounded(bytes), MADV_HUGEPAGE);
   return p;
 }

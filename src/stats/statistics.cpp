@@ -83,8 +83,9 @@ std::string Statistics::report(std::string_view header, bool memory_profile) con
       out += format_bytes(s.bytes);
     } else if (s.seconds > 0) {
       out += format_duration(s.seconds);
-    } else {
-      out += std::to_string(s.count);
+    } else {  // a count alone (or bytes and time that were all zero): not a value
+      out += std::to_string(s.count) + (s.count == 1 ? " call\n" : " calls\n");
+      continue;
     }
     out += " (" + std::to_string(s.count) + (s.count == 1 ? " call)" : " calls)") + "\n";
   }

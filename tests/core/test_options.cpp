@@ -96,6 +96,11 @@ TEST(Options, BadEnvironmentNamesTheVariable) {
                                                         {"SPILLWAY_IO_TASK_SIZE", "0"},
                                                         {"SPILLWAY_IO_DIRECT", "maybe"},
                                                         {"SPILLWAY_COMM_TIMEOUT", "-1"},
+                                                        {"SPILLWAY_COMM_TIMEOUT", "0.0001"},
+                                                        {"SPILLWAY_SPILL_PERIOD_MS", "-1"},
+                                                        {"SPILLWAY_SPILL_PERIOD_MS", "10ms"},
+                                                        {"SPILLWAY_IO_THREADS", "1.5"},
+                                                        {"SPILLWAY_IO_THREADS", "4k"},
                                                         {"SPILLWAY_IO_GDS", "yes"},
                                                         {"SPILLWAY_IO_NUMA", "auto"},
                                                         {"SPILLWAY_MPI_IPC_WINDOW", "big"},
@@ -108,6 +113,11 @@ TEST(Options, BadEnvironmentNamesTheVariable) {
       ADD_FAILURE() << name << "=" << value << " was accepted";
     } catch (const logic_error& e) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      // A count or a time is not called a byte size.
+      if (name == "SPILLWAY_SPILL_PERIOD_MS" || name == "SPILLWAY_IO_THREADS") {
+        EXPECT_EQ(std::string(e.what()).find("byte size"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("whole number"), std::string::npos) << e.what();
+      }
     }
   }
 }

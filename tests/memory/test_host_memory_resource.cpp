@@ -1,7 +1,11 @@
+#include <spillway/core/error.hpp>
 #include <spillway/memory/buffer_resource.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 
 #include "common.hpp"
+
+#include <limits>
+#include <string>
 
 using namespace spillway;
 
@@ -56,4 +60,27 @@ TEST(HostMemoryResource, CachedPlusUsedStaysWithinTheHostLimit) {
   auto c = br.allocate(MemoryType::HOST, 8 * MiB);
   EXPECT_EQ(br.host_cached(), 0u);
   EXPECT_EQ(br.used(MemoryType::HOST), 16 * MiB);
+}
+
+// Sizes near SIZE_MAX wrapped when rounded to pages: allocate(HOST, SIZE_MAX) returned a
+// buffer whose size() was SIZE_MAX over a few bytes. Every size above the machine's memory is
+// now an error, and the host resource itself refuses sizes whose rounding would wrap.
+TEST(HostMemoryResource, SizesThatWouldWrapAreRefused) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  const std::size_t max = std::numeric_limits<std::size_t>::max();
+  for (const std::size_t bytes : {max, max - 1, max - 4096, max - (2u << 20), max / 2 + 1}) {
+    EXPECT_THROW((void)br.allocate(MemoryType::HOST, bytes), out_of_memory) << bytes;
+    EXPECT_EQ(br.used(MemoryType::HOST), 0u) << "the reservation went back";
+  }
+  // Larger than the machine, but no wrap: refused before the system is asked.
+  try {
+    (void)br.allocate(MemoryType::HOST, br.capacity(MemoryType::HOST) + 1);
+    FAIL() << "allocated more than the machine's memory";
+  } catch (const out_of_memory& e) {
+    EXPECT_NE(std::string(e.what()).find("more than the machine has"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(br.used(MemoryType::HOST), 0u);
+  EXPECT_EQ(br.peak(MemoryType::HOST), 0u) << "nothing was ever charged";
 }

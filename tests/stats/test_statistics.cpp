@@ -25,6 +25,17 @@ TEST(Statistics, AccumulatesAndReportsLikeRapidsMPF) {
             std::string::npos)
       << r;
   EXPECT_NE(r.find("recv-into-host-memory: 5.00 MiB"), std::string::npos) << r;
+  EXPECT_NE(r.find(" - spill-calls: 1 call\n"), std::string::npos) << r;
+}
+
+// Entries of zero bytes (a shuffle's empty payloads) once printed their call count as their
+// value: "shuffle-payload-recv: 5 (5 calls)".
+TEST(Statistics, ACountIsNotPrintedAsAValue) {
+  Statistics s;
+  for (int i = 0; i < 5; ++i) s.add_bytes("shuffle-payload-recv", 0);
+  const std::string r = s.report();
+  EXPECT_NE(r.find(" - shuffle-payload-recv: 5 calls\n"), std::string::npos) << r;
+  EXPECT_EQ(r.find("5 (5 calls)"), std::string::npos) << r;
 }
 
 TEST(Statistics, Json) {

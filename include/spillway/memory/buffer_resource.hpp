@@ -210,6 +210,8 @@ class BufferResource {
     std::unique_ptr<MemoryResource> mr;
   };
 
+  /// Whether `bytes` of host memory are more than the machine has (never to be met).
+  [[nodiscard]] bool exceeds_machine(MemoryType t, std::size_t bytes) const noexcept;
   /// Charges `bytes` to tier `t` if they fit under its limit less `keep_free`.
   bool try_charge(MemoryType t, std::size_t bytes, std::size_t keep_free = 0) noexcept;
   void uncharge(MemoryType t, std::size_t bytes) noexcept;
