@@ -232,37 +232,79 @@ std::string rate(double bytes, double seconds) {
   return format_bytes(seconds > 0 ? bytes / seconds : 0) + "/s";
 }
 
-/// Collectives over the communicator's small messages (op id 0xFFFF, one stage per round):
-/// every rank gets every rank's bytes.
+/// Collectives over the communicator's small messages (op id 0xFFFF, one stage per round).
 class Collective {
  public:
   explicit Collective(Communicator& comm) : comm_{comm} {}
 
+  /// Every rank gets every rank's bytes.
   std::vector<std::vector<std::uint8_t>> allgather(const std::vector<std::uint8_t>& mine) {
-    const Tag tag{0xFFFF, static_cast<std::uint8_t>(round_++ & 0xFF)};
+    const Tag tag = next_tag();
     const int n = comm_.nranks();
     std::vector<std::vector<std::uint8_t>> all(static_cast<std::size_t>(n));
     all[static_cast<std::size_t>(comm_.rank())] = mine;
     for (Rank r = 0; r < n; ++r) {
       if (r != comm_.rank()) comm_.send_message(mine, r, tag);
     }
-    const auto deadline = Clock::now() + comm_.timeout();
-    for (int got = 1; got < n;) {
-      if (auto m = comm_.recv_any(tag)) {
-        all[static_cast<std::size_t>(m->source)] = std::move(m->data);
-        ++got;
-      } else if (Clock::now() > deadline) {
-        throw comm_error(comm_.logger().prefix() + "no figures from " + std::to_string(n - got) +
-                         " rank(s) within the timeout");
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
+    for_each_message(tag, n - 1, [&](std::vector<std::uint8_t>& b, Rank from) {
+      all[static_cast<std::size_t>(from)] = std::move(b);
+    });
     comm_.barrier();  // nobody starts the next round before all have this one
     return all;
   }
 
+  /// Rank 0 gets every rank's bytes, one message at a time through fn(bytes, source rank),
+  /// its own first; the others send theirs.
+  template <typename Fn>
+  void gather(const std::vector<std::uint8_t>& mine, Fn&& fn) {
+    const Tag tag = next_tag();
+    if (comm_.rank() != 0) {
+      comm_.send_message(mine, 0, tag);
+      comm_.barrier();
+      return;
+    }
+    std::vector<std::uint8_t> own = mine;
+    fn(own, comm_.rank());
+    for_each_message(tag, comm_.nranks() - 1, fn);
+    comm_.barrier();
+  }
+
+  /// Rank 0's bytes, on every rank.
+  std::vector<std::uint8_t> broadcast(const std::vector<std::uint8_t>& from_root) {
+    const Tag tag = next_tag();
+    if (comm_.rank() == 0) {
+      for (Rank r = 1; r < comm_.nranks(); ++r) comm_.send_message(from_root, r, tag);
+      comm_.barrier();
+      return from_root;
+    }
+    std::vector<std::uint8_t> got;
+    for_each_message(tag, 1,
+                     [&](std::vector<std::uint8_t>& b, Rank /*from*/) { got = std::move(b); });
+    comm_.barrier();  // as allgather: the next round's messages cannot meet this one's
+    return got;
+  }
+
  private:
+  Tag next_tag() { return Tag{0xFFFF, static_cast<std::uint8_t>(round_++ & 0xFF)}; }
+
+  /// Hands `count` messages of `tag` to fn(bytes, source) as they come.
+  /// @throws spillway::comm_error when they have not all come within the timeout
+  template <typename Fn>
+  void for_each_message(Tag tag, int count, Fn&& fn) {
+    const auto deadline = Clock::now() + comm_.timeout();
+    for (int got = 0; got < count;) {
+      if (auto m = comm_.recv_any(tag)) {
+        fn(m->data, m->source);
+        ++got;
+      } else if (Clock::now() > deadline) {
+        throw comm_error(comm_.logger().prefix() + "no figures from " +
+                         std::to_string(count - got) + " rank(s) within the timeout");
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
+
   Communicator& comm_;
   unsigned round_{0};
 };
@@ -290,12 +332,27 @@ struct RunResult {
   std::vector<TableChecksum> in;   // per partition: what this rank inserted
   std::vector<TableChecksum> out;  // per partition: what this rank extracted
 
-  [[nodiscard]] std::vector<std::uint8_t> encode() const {
+  /// The figures (times and peaks), which every rank gets.
+  [[nodiscard]] std::vector<std::uint8_t> encode_figures() const {
     std::vector<std::uint8_t> b;
     put(b, seconds);
     put(b, excluded);
     put(b, peak_device);
     put(b, peak_host);
+    return b;
+  }
+  static RunResult decode_figures(const std::vector<std::uint8_t>& b) {
+    RunResult r;
+    std::size_t at = 0;
+    r.seconds = get<double>(b, at);
+    r.excluded = get<double>(b, at);
+    r.peak_device = get<std::uint64_t>(b, at);
+    r.peak_host = get<std::uint64_t>(b, at);
+    return r;
+  }
+  /// The per-partition checksums, which only rank 0 sums (every rank's would be n^2 each).
+  [[nodiscard]] std::vector<std::uint8_t> encode_sums() const {
+    std::vector<std::uint8_t> b;
     for (const auto* v : {&in, &out}) {
       for (const auto& c : *v) {
         put(b, c.rows);
@@ -304,21 +361,18 @@ struct RunResult {
     }
     return b;
   }
-  static RunResult decode(const std::vector<std::uint8_t>& b, std::size_t partitions) {
-    RunResult r;
+  /// Adds checksums encoded by encode_sums() into `in` and `out` (of `partitions` each).
+  static void add_sums(const std::vector<std::uint8_t>& b, std::vector<TableChecksum>& in,
+                       std::vector<TableChecksum>& out) {
     std::size_t at = 0;
-    r.seconds = get<double>(b, at);
-    r.excluded = get<double>(b, at);
-    r.peak_device = get<std::uint64_t>(b, at);
-    r.peak_host = get<std::uint64_t>(b, at);
-    for (auto* v : {&r.in, &r.out}) {
-      v->resize(partitions);
+    for (auto* v : {&in, &out}) {
       for (auto& c : *v) {
-        c.rows = get<std::uint64_t>(b, at);
-        c.sum = get<std::uint64_t>(b, at);
+        TableChecksum x;
+        x.rows = get<std::uint64_t>(b, at);
+        x.sum = get<std::uint64_t>(b, at);
+        c += x;
       }
     }
-    return r;
   }
 };
 
@@ -349,10 +403,11 @@ class Bench {
                      Statistics::to_json(Statistics::since(before, br_.statistics().snapshot()));
       }
       if (steps) print_timeline(timeline);
-      std::vector<RunResult> all;
-      for (const auto& b : coll_.allgather(mine.encode()))
-        all.push_back(RunResult::decode(b, total));
-      const std::string problem = validate(all, total);
+      std::vector<RunResult> all;  // every rank's figures (not its checksums)
+      for (const auto& b : coll_.allgather(mine.encode_figures())) {
+        all.push_back(RunResult::decode_figures(b));
+      }
+      const std::string problem = validate(mine, total);
       if (!problem.empty()) ++failed;
       if (print) print_run(all, i < o_.warmups, problem);
       if (i >= o_.warmups) runs.push_back(std::move(all));
@@ -362,8 +417,15 @@ class Bench {
     }
     // Every rank's statistics, of the last run and of each timed run, for the JSON file.
     auto bytes = [](const std::string& s) { return std::vector<std::uint8_t>(s.begin(), s.end()); };
-    const auto stats = coll_.allgather(bytes(br_.statistics().to_json()));
-    const auto per_run = coll_.allgather(bytes(run_stats + "]"));
+    const auto n = static_cast<std::size_t>(comm_.nranks());
+    std::vector<std::vector<std::uint8_t>> stats(print ? n : 0);  // at rank 0 alone
+    std::vector<std::vector<std::uint8_t>> per_run(print ? n : 0);
+    coll_.gather(bytes(br_.statistics().to_json()), [&](std::vector<std::uint8_t>& b, Rank r) {
+      stats[static_cast<std::size_t>(r)] = std::move(b);
+    });
+    coll_.gather(bytes(run_stats + "]"), [&](std::vector<std::uint8_t>& b, Rank r) {
+      per_run[static_cast<std::size_t>(r)] = std::move(b);
+    });
     if (print) {
       print_summary(runs);
       std::cout << br_.statistics().report("Statistics of rank 0 (of the last run):", o_.profile);
@@ -653,23 +715,25 @@ class Bench {
     return r;
   }
 
-  /// "" or what is wrong: per partition, the inserted and extracted checksums over all ranks.
-  static std::string validate(const std::vector<RunResult>& all, std::size_t total) {
-    std::uint64_t rows = 0;
-    for (std::size_t p = 0; p < total; ++p) {
-      TableChecksum in, out;
-      for (const auto& r : all) {
-        in += r.in[p];
-        out += r.out[p];
-      }
-      rows += in.rows;
-      if (in != out) {
-        return "partition " + std::to_string(p) + ": inserted " + std::to_string(in.rows) +
-               " rows (checksum " + std::to_string(in.sum) + "), extracted " +
-               std::to_string(out.rows) + " rows (checksum " + std::to_string(out.sum) + ")";
+  /// "" or what is wrong: per partition, the inserted and extracted checksums summed over all
+  /// ranks, at rank 0, which tells every rank (collective). Rank 0 holds one rank's checksums
+  /// at a time, so that many ranks cost n^2 bytes, not n^3 (512 local ranks took 8.4 GB).
+  std::string validate(const RunResult& mine, std::size_t total) {
+    std::vector<TableChecksum> in(total), out(total);
+    coll_.gather(mine.encode_sums(), [&](const std::vector<std::uint8_t>& b, Rank /*from*/) {
+      RunResult::add_sums(b, in, out);
+    });
+    std::string problem;
+    for (std::size_t p = 0; p < total && comm_.rank() == 0 && problem.empty(); ++p) {
+      if (in[p] != out[p]) {
+        problem = "partition " + std::to_string(p) + ": inserted " + std::to_string(in[p].rows) +
+                  " rows (checksum " + std::to_string(in[p].sum) + "), extracted " +
+                  std::to_string(out[p].rows) + " rows (checksum " + std::to_string(out[p].sum) +
+                  ")";
       }
     }
-    return {};
+    const auto verdict = coll_.broadcast(std::vector<std::uint8_t>(problem.begin(), problem.end()));
+    return {verdict.begin(), verdict.end()};
   }
 
   /// On the GPU, before the runs: the pinned host <-> device ceiling (1 GiB each way, medians
