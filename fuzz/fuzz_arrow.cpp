@@ -13,6 +13,8 @@
 #include <spillway/table/arrow.hpp>
 #include <spillway/table/checksum.hpp>
 
+#include "fuzz_common.hpp"
+
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -24,16 +26,6 @@
 #include <vector>
 
 namespace {
-
-spillway::BufferResource& resource() {
-  static spillway::BufferResource br([] {
-    spillway::BufferResourceConfig c;
-    c.use_gpu = false;
-    c.io_threads = 1;
-    return c;
-  }());
-  return br;
-}
 
 /// Everything the harness allocated; freed by the top-level release callbacks.
 struct Owned {
@@ -180,7 +172,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   top_schema.release = release_schema;
   top_array.release = release_array;
   try {
-    auto imported = spillway::import_arrow(&top_schema, &top_array, resource());
+    auto imported = spillway::import_arrow(&top_schema, &top_array, spillway::fuzz::resource());
     (void)spillway::checksum(imported.view(), 1);  // reads every byte the view describes
   } catch (const spillway::logic_error&) {
   }

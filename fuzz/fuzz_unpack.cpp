@@ -4,29 +4,19 @@
 #include <spillway/core/error.hpp>
 #include <spillway/memory/buffer_resource.hpp>
 #include <spillway/table/checksum.hpp>
+
 #include <spillway/table/pack.hpp>
+#include "fuzz_common.hpp"
 
 #include <cstdint>
 #include <cstring>
-
-namespace {
-spillway::BufferResource& resource() {
-  static spillway::BufferResource br([] {
-    spillway::BufferResourceConfig c;
-    c.use_gpu = false;
-    c.io_threads = 1;
-    return c;
-  }());
-  return br;
-}
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 4) return 0;
   std::uint32_t meta_len = 0;
   std::memcpy(&meta_len, data, 4);
   if (meta_len > size - 4) return 0;
-  auto& br = resource();
+  auto& br = spillway::fuzz::resource();
   spillway::PackedData p;
   p.metadata.assign(data + 4, data + 4 + meta_len);
   const std::size_t payload = size - 4 - meta_len;

@@ -251,7 +251,7 @@ std::optional<MemoryReservation> BufferResource::reserve_or_spill(MemoryType t, 
 
 std::optional<MemoryReservation> BufferResource::spill_and_reserve(MemoryType t,
                                                                    std::size_t bytes) {
-  if (bytes > limit(t)) return std::nullopt;
+  if (bytes > limit(t) || exceeds_machine(t, bytes)) return std::nullopt;
   if (config_.spill_injection > 0) {
     thread_local std::minstd_rand rng(
         static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
@@ -334,13 +334,6 @@ std::optional<MemoryReservation> BufferResource::try_reserve_in_order(
     if (auto res = spill_and_reserve(t, bytes)) return res;
   }
   return std::nullopt;
-}
-
-MemoryReservation BufferResource::reserve_in_order(std::span<const MemoryType> order,
-                                                   std::size_t bytes) {
-  auto res = try_reserve_in_order(order, bytes);
-  if (!res) throw_out_of_memory(live_of(order), bytes);
-  return std::move(*res);
 }
 
 std::optional<MemoryReservation> BufferResource::try_reserve_first_fit(

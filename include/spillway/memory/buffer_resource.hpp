@@ -131,8 +131,6 @@ class BufferResource {
   /// @throws spillway::logic_error when no tier of `order` is live
   std::optional<MemoryReservation> try_reserve_in_order(std::span<const MemoryType> order,
                                                         std::size_t bytes);
-  /// try_reserve_in_order, or spillway::out_of_memory naming every tier it tried.
-  MemoryReservation reserve_in_order(std::span<const MemoryType> order, std::size_t bytes);
   /// The first live tier of `order` with room (keeping its configured headroom free, except on
   /// the last tier), without spilling; if none, each live tier after the first (or the only
   /// one) in order again, now allowing spilling. So data lands lower instead of evicting the

@@ -13,7 +13,7 @@
 #include "device_column.cuh"
 
 #include <array>
-#include <span>
+#include <optional>
 
 namespace spillway::gpu {
 
@@ -156,7 +156,10 @@ Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stre
       } else if (at != MemoryType::PINNED_HOST) {
         static constexpr std::array<MemoryType, 2> order{MemoryType::DEVICE,
                                                          MemoryType::PINNED_HOST};
-        auto pinned = br.try_reserve_in_order(std::span(order).subspan(1), p.payload->size());
+        std::optional<MemoryReservation> pinned;
+        if (br.is_live(MemoryType::PINNED_HOST)) {
+          pinned = br.reserve_or_spill(MemoryType::PINNED_HOST, p.payload->size());
+        }
         if (!pinned) br.throw_out_of_memory(order, p.payload->size());
         p.payload = br.move(std::move(p.payload), *pinned, stream);
       }
