@@ -8,7 +8,8 @@
 namespace spillway {
 
 std::string to_string(Tag tag) {
-  return "op " + std::to_string(tag.op) + " stage " + std::to_string(tag.stage);
+  return "op " + std::to_string(tag.op) + " stage " + std::to_string(tag.stage) +
+         (tag.generation != 0 ? " (use " + std::to_string(tag.generation) + ")" : "");
 }
 
 namespace detail {
@@ -67,6 +68,21 @@ void Communicator::wait(Future& future) {
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
+}
+
+std::uint8_t Communicator::claim_op(OpID op) {
+  std::lock_guard lock(ops_mutex_);
+  OpUse& use = ops_[op];
+  SPILLWAY_EXPECTS(!use.live, "op id " + std::to_string(op) +
+                                  " is in use on this communicator: two live operations with "
+                                  "one id would take each other's messages");
+  use.live = true;
+  return static_cast<std::uint8_t>(use.uses++ % op_generations);
+}
+
+void Communicator::release_op(OpID op) noexcept {
+  std::lock_guard lock(ops_mutex_);
+  if (auto it = ops_.find(op); it != ops_.end()) it->second.live = false;
 }
 
 ProgressThread& Communicator::progress_thread() {

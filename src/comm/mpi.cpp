@@ -842,9 +842,9 @@ std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& br) {
   int found = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);  // set on the world only
   const long tag_ub = found != 0 ? *static_cast<int*>(ub) : 32767;
-  SPILLWAY_EXPECTS(
-      tag_ub >= (1L << 26) - 1,
-      "this MPI allows tags up to " + std::to_string(tag_ub) + "; spillway needs 2^26 - 1");
+  SPILLWAY_EXPECTS(  // Tag::value() has 27 bits; two more say what a message is
+      tag_ub >= (1L << 29) - 1,
+      "this MPI allows tags up to " + std::to_string(tag_ub) + "; spillway needs 2^29 - 1");
   st->br = &br;
   if (br.is_live(MemoryType::DEVICE)) st->stream = OwningStream(/*high_priority=*/true);
   st->ipc = std::make_unique<detail::IpcWindows>(st->comm, st->rank, st->size, br);

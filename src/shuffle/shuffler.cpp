@@ -75,9 +75,10 @@ constexpr std::array<MemoryType, 3> landing_order{MemoryType::DEVICE, MemoryType
 }  // namespace
 
 struct Shuffler::Impl {
-  Impl(Communicator& c, OpID o, PartID t, BufferResource& b, PartitionOwner own)
+  Impl(Communicator& c, OpID o, std::uint8_t g, PartID t, BufferResource& b, PartitionOwner own)
       : comm{c},
         op{o},
+        generation{g},
         total{t},
         br{b},
         owner_of(t),
@@ -96,7 +97,7 @@ struct Shuffler::Impl {
     }
   }
 
-  [[nodiscard]] Tag tag(std::uint8_t stage) const { return Tag{op, stage}; }
+  [[nodiscard]] Tag tag(std::uint8_t stage) const { return Tag{op, stage, generation}; }
   [[nodiscard]] Tag direct_tag(std::uint32_t group) const {
     return tag(static_cast<std::uint8_t>(stage_direct + group));
   }
@@ -161,6 +162,7 @@ struct Shuffler::Impl {
 
   Communicator& comm;
   const OpID op;
+  const std::uint8_t generation;  // which use of `op` on this communicator (in every tag)
   const PartID total;
   BufferResource& br;
   std::vector<Rank> owner_of;
@@ -570,9 +572,15 @@ ProgressThread::Progress Shuffler::Impl::progress() {
 Shuffler::Shuffler(Communicator& comm, OpID op_id, PartID total_partitions, BufferResource& br,
                    PartitionOwner owner) {
   SPILLWAY_EXPECTS(total_partitions > 0, "a shuffle needs at least one partition");
-  impl_ = std::make_shared<Impl>(comm, op_id, total_partitions, br, std::move(owner));
-  Impl* impl = impl_.get();
-  impl_->function = comm.progress_thread().add_function([impl] { return impl->progress(); });
+  const std::uint8_t generation = comm.claim_op(op_id);  // until this Shuffler is gone
+  try {
+    impl_ = std::make_shared<Impl>(comm, op_id, generation, total_partitions, br, std::move(owner));
+    Impl* impl = impl_.get();
+    impl_->function = comm.progress_thread().add_function([impl] { return impl->progress(); });
+  } catch (...) {
+    comm.release_op(op_id);
+    throw;
+  }
 }
 
 Shuffler::~Shuffler() {
@@ -596,6 +604,7 @@ Shuffler::~Shuffler() {
     }
   }
   impl_->br.statistics().add("event-loop-total", 0, impl_->loop_seconds, impl_->loop_calls);
+  impl_->comm.release_op(impl_->op);  // the next Shuffler of this id takes the next generation
 }
 
 void Shuffler::insert(std::unordered_map<PartID, PackedData>&& chunks) {

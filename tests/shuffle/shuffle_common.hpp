@@ -106,4 +106,40 @@ inline std::pair<TableChecksum, TableChecksum> shuffle_rank(Communicator& comm, 
   return {in, mine_out};
 }
 
+/// `shuffles` small shuffles one after another, all with op id `op`, each Shuffler destroyed
+/// before the next is made, and no barrier between them (a rank may start the next while
+/// another still finishes the last). Returns the checksums of this rank's inputs and outputs
+/// summed over the shuffles.
+inline std::pair<TableChecksum, TableChecksum> reuse_op_id(Communicator& comm, BufferResource& br,
+                                                           OpID op, int shuffles) {
+  const auto total = static_cast<PartID>(comm.nranks() + 1);
+  TableChecksum in;
+  TableChecksum out;
+  for (int i = 0; i < shuffles; ++i) {
+    RandomTableOptions o;
+    o.rows = 40 + static_cast<std::size_t>(i % 7) * static_cast<std::size_t>(comm.rank() + 1);
+    o.types = {TypeId::INT32, TypeId::INT64};
+    o.seed = 7919 * static_cast<std::uint64_t>(i) + static_cast<std::uint64_t>(comm.rank());
+    const Table table = random_table(o, br);
+    in += checksum(table.view(), 1);
+    auto packed = partition_and_pack(table.view(), std::vector<std::size_t>{0}, total, br, 3);
+    Shuffler shuffler(comm, op, total, br);
+    std::unordered_map<PartID, PackedData> all;
+    for (PartID pid = 0; pid < total; ++pid) all.emplace(pid, std::move(packed[pid]));
+    shuffler.insert(std::move(all));
+    shuffler.insert_finished();
+    while (!shuffler.finished()) {
+      const PartID pid = shuffler.wait_any(comm.timeout());
+      for (auto& c : shuffler.extract(pid)) {
+        if (!is_host_accessible(c.payload->mem_type())) {
+          c.payload = br.move(std::move(c.payload), MemoryType::HOST, br.stream());
+          br.stream().synchronize();
+        }
+        out += checksum(unpack(std::move(c)).view(), 1);
+      }
+    }
+  }
+  return {in, out};
+}
+
 }  // namespace spillway::test

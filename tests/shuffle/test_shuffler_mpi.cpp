@@ -51,6 +51,16 @@ TEST(MpiShuffle, ATableHashedByTheShuffler) {
   check(0.5, 5, test::Feed::hashed_table);
 }
 
+// 500 shuffles one after another on one op id (under mpirun -np 2, 3 and 4).
+TEST(MpiShuffle, FiveHundredShufflesOnOneOpId) {
+  const auto [in, out] = test::reuse_op_id(*comm_, *br_, 6, 500);
+  const TableChecksum all_in = sum_over_ranks(in);
+  const TableChecksum all_out = sum_over_ranks(out);
+  EXPECT_GT(all_in.rows, 0U);
+  EXPECT_EQ(all_in, all_out) << "rows in " << all_in.rows << ", out " << all_out.rows;
+  comm_->barrier();
+}
+
 int main(int argc, char** argv) {
   return test::run_mpi_tests(argc, argv, [](Communicator& comm, BufferResource& br) {
     comm_ = &comm;

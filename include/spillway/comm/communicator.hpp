@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace spillway {
@@ -111,6 +112,16 @@ class Communicator {
   /// The buffer of a completed future. @throws spillway::logic_error if it has not completed
   std::unique_ptr<Buffer> release(std::unique_ptr<Future> future);
 
+  /// Claims op id `op` for one operation (a Shuffler) on this communicator until
+  /// release_op(op), and returns the generation of this use of it for its tags (how many
+  /// operations had the id before, modulo op_generations): so messages of the next use of the
+  /// id wait for it and never reach one still finishing on this rank. Every rank must claim
+  /// an id as many times, in the same order. Thread-safe.
+  /// @throws spillway::logic_error when `op` is in use on this communicator
+  std::uint8_t claim_op(OpID op);
+  /// Frees `op` for its next use. Thread-safe.
+  void release_op(OpID op) noexcept;
+
   /// How long wait() and barrier() wait for a peer: SPILLWAY_COMM_TIMEOUT (seconds, default
   /// 300) unless set here.
   [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
@@ -128,8 +139,15 @@ class Communicator {
   static void check_buffer(const Buffer* b, const char* what);
 
  private:
+  struct OpUse {
+    bool live{false};
+    std::uint32_t uses{0};
+  };
+
   Logger logger_;
   std::chrono::milliseconds timeout_;
+  std::mutex ops_mutex_;
+  std::unordered_map<OpID, OpUse> ops_;
   std::mutex progress_mutex_;
   std::unique_ptr<ProgressThread> progress_;  // last: stopped before the rest goes
 };
