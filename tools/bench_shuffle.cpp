@@ -65,6 +65,7 @@
 #include "alltoallv.hpp"
 #endif
 #include "cli.hpp"
+#include "collective.hpp"
 #include "pcie.hpp"
 #include "timeline.hpp"
 
@@ -231,83 +232,6 @@ std::string fixed(double v, int digits) {
 std::string rate(double bytes, double seconds) {
   return format_bytes(seconds > 0 ? bytes / seconds : 0) + "/s";
 }
-
-/// Collectives over the communicator's small messages (op id 0xFFFF, one stage per round).
-class Collective {
- public:
-  explicit Collective(Communicator& comm) : comm_{comm} {}
-
-  /// Every rank gets every rank's bytes.
-  std::vector<std::vector<std::uint8_t>> allgather(const std::vector<std::uint8_t>& mine) {
-    const Tag tag = next_tag();
-    const int n = comm_.nranks();
-    std::vector<std::vector<std::uint8_t>> all(static_cast<std::size_t>(n));
-    all[static_cast<std::size_t>(comm_.rank())] = mine;
-    for (Rank r = 0; r < n; ++r) {
-      if (r != comm_.rank()) comm_.send_message(mine, r, tag);
-    }
-    for_each_message(tag, n - 1, [&](std::vector<std::uint8_t>& b, Rank from) {
-      all[static_cast<std::size_t>(from)] = std::move(b);
-    });
-    comm_.barrier();  // nobody starts the next round before all have this one
-    return all;
-  }
-
-  /// Rank 0 gets every rank's bytes, one message at a time through fn(bytes, source rank),
-  /// its own first; the others send theirs.
-  template <typename Fn>
-  void gather(const std::vector<std::uint8_t>& mine, Fn&& fn) {
-    const Tag tag = next_tag();
-    if (comm_.rank() != 0) {
-      comm_.send_message(mine, 0, tag);
-      comm_.barrier();
-      return;
-    }
-    std::vector<std::uint8_t> own = mine;
-    fn(own, comm_.rank());
-    for_each_message(tag, comm_.nranks() - 1, fn);
-    comm_.barrier();
-  }
-
-  /// Rank 0's bytes, on every rank.
-  std::vector<std::uint8_t> broadcast(const std::vector<std::uint8_t>& from_root) {
-    const Tag tag = next_tag();
-    if (comm_.rank() == 0) {
-      for (Rank r = 1; r < comm_.nranks(); ++r) comm_.send_message(from_root, r, tag);
-      comm_.barrier();
-      return from_root;
-    }
-    std::vector<std::uint8_t> got;
-    for_each_message(tag, 1,
-                     [&](std::vector<std::uint8_t>& b, Rank /*from*/) { got = std::move(b); });
-    comm_.barrier();  // as allgather: the next round's messages cannot meet this one's
-    return got;
-  }
-
- private:
-  Tag next_tag() { return Tag{0xFFFF, static_cast<std::uint8_t>(round_++ & 0xFF)}; }
-
-  /// Hands `count` messages of `tag` to fn(bytes, source) as they come.
-  /// @throws spillway::comm_error when they have not all come within the timeout
-  template <typename Fn>
-  void for_each_message(Tag tag, int count, Fn&& fn) {
-    const auto deadline = Clock::now() + comm_.timeout();
-    for (int got = 0; got < count;) {
-      if (auto m = comm_.recv_any(tag)) {
-        fn(m->data, m->source);
-        ++got;
-      } else if (Clock::now() > deadline) {
-        throw comm_error(comm_.logger().prefix() + "no figures from " +
-                         std::to_string(count - got) + " rank(s) within the timeout");
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
-  }
-
-  Communicator& comm_;
-  unsigned round_{0};
-};
 
 template <typename T>
 void put(std::vector<std::uint8_t>& out, const T& v) {
@@ -894,7 +818,7 @@ class Bench {
   Communicator& comm_;
   BufferResource& br_;
   const bool gpu_;
-  Collective coll_;
+  tools::Collective coll_;
   std::vector<double> baseline_;  // MPI_Alltoallv's seconds per timed run (run_baseline)
   /// GB/s (measure_pcie): H2D and D2H of rank 0's GPU alone, with every GPU at once, and
   /// with both directions at once on every GPU.
