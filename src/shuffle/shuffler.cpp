@@ -586,9 +586,11 @@ Shuffler::Shuffler(Communicator& comm, OpID op_id, PartID total_partitions, Buff
 Shuffler::~Shuffler() {
   {
     // A rank may have all its own partitions before its chunks have reached the others: let
-    // the sends finish (within the timeout) unless the shuffle was abandoned or failed.
+    // the sends finish (within the timeout) after a normal end, when every local partition
+    // was handed out; not when the shuffle was abandoned (a wait_any that timed out, an
+    // error of the caller's) or failed, which would cost a second timeout.
     std::unique_lock lock(impl_->mutex);
-    if (impl_->inserts_done) {
+    if (impl_->inserts_done && impl_->handed_out.size() == impl_->local.size()) {
       impl_->cv.wait_for(lock, impl_->comm.timeout(),
                          [&] { return impl_->progress_done || impl_->error != nullptr; });
     }

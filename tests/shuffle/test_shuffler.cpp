@@ -355,6 +355,24 @@ TEST(Shuffler, APeerThatNeverFinishesTimesOut) {
   }
 }
 
+// A shuffle abandoned after wait_any timed out is destroyed at once: the destructor waits for
+// the sends to finish only after a normal end (every local partition handed out). Before, it
+// waited a second full timeout (10 s at a 5 s timeout; 10 minutes by default).
+TEST(Shuffler, AnAbandonedShuffleCostsOneTimeoutNotTwo) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  auto comms = LocalCommunicator::create(2);
+  comms[0]->set_timeout(std::chrono::seconds(20));
+  const auto start = std::chrono::steady_clock::now();
+  {
+    Shuffler s(*comms[0], 1, 2, br);  // rank 1 never joins
+    s.insert_finished();
+    EXPECT_THROW((void)s.wait_any(std::chrono::milliseconds(300)), comm_error);
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::seconds(5)) << "the destructor waited for the timeout again";
+}
+
 TEST(Shuffler, ARankThatFailsMidShuffleFailsThePeersAndLeavesNoSpillFiles) {
   // Rank 1 inserts part of its data (spilled to disk: spill injection) and then fails; the
   // other ranks get a comm_error within their timeout, and every spill file is gone after.
