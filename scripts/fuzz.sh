@@ -45,7 +45,10 @@ for t in "${targets[@]}"; do
   log=$work.log
   mkdir -p "fuzz/corpus/$t"
   rc=0
+  # An input slower than 20 s is a finding (a timeout); slower than libFuzzer's default 10 s
+  # alone is not, so that a loaded machine cannot fail the run.
   "$bin" -max_total_time="$seconds" -max_len="$(max_len "$t")" -rss_limit_mb=4096 -timeout=20 \
+    -report_slow_units=20 \
     -print_final_stats=1 -artifact_prefix="$art/" "$work" "fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
   execs=$(grep -oP 'stat::number_of_executed_units:\s*\K[0-9]+' "$log" | tail -1 || true)
   cov=$(grep -oP 'cov: \K[0-9]+' "$log" | tail -1 || true)
