@@ -104,6 +104,9 @@ SpillFiles::SpillFiles(std::string parent_dir, std::size_t file_size, std::size_
       piece_size_{round_up(piece_size, piece_alignment)},
       pool_{io_threads, io::io_cpus()} {
   SPILLWAY_EXPECTS(!parent_.empty(), "the spill directory must not be empty");
+  // Killed processes (SIGKILL, MPI_Abort, a launcher's kill) leave their empty private
+  // directories: every resource clears them at start-up, not only one that spills.
+  remove_stale_directories(parent_);
 }
 
 SpillFiles::~SpillFiles() {
