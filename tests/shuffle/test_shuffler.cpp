@@ -30,35 +30,24 @@ struct Setup {
   test::Feed feed{test::Feed::streaming};
 };
 
-void run(const Setup& setup) {
+/// Runs rank(comm, spill_dir) on `nranks` local ranks as threads; the checksums of what the
+/// ranks put in and took out, summed over the ranks, must agree. A rank that throws fails the
+/// test and leaves the group (so that the others fail too instead of waiting).
+template <typename RankFn>
+void expect_rows_arrive(int nranks, RankFn&& rank) {
   test::TempDir dir;
-  auto comms = LocalCommunicator::create(setup.nranks);
+  auto comms = LocalCommunicator::create(nranks);
   TableChecksum in_sum;
   TableChecksum out_sum;
   std::mutex m;
   std::vector<std::thread> threads;
-  for (Rank r = 0; r < setup.nranks; ++r) {
+  for (Rank r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto cfg = test::host_config(dir.path());
-        cfg.spill_injection = setup.spill_injection;
-        BufferResource br(cfg);
-        Communicator& comm = *comms[static_cast<std::size_t>(r)];
-        std::vector<std::thread> ops;
-        for (OpID op = 1; op <= setup.shuffles; ++op) {
-          ops.emplace_back([&, op] {
-            try {
-              const auto [in, out] = test::shuffle_rank(comm, br, setup.skew, op, setup.feed);
-              std::lock_guard lock(m);
-              in_sum += in;
-              out_sum += out;
-            } catch (const std::exception& e) {
-              ADD_FAILURE() << "rank " << r << " op " << op << ": " << e.what();
-            }
-          });
-        }
-        for (auto& t : ops) t.join();
-        comm.barrier();
+        const auto [in, out] = rank(*comms[static_cast<std::size_t>(r)], dir.path());
+        std::lock_guard lock(m);
+        in_sum += in;
+        out_sum += out;
       } catch (const std::exception& e) {
         ADD_FAILURE() << "rank " << r << ": " << e.what();
         comms[static_cast<std::size_t>(r)].reset();
@@ -68,6 +57,33 @@ void run(const Setup& setup) {
   for (auto& t : threads) t.join();
   EXPECT_GT(in_sum.rows, 0U);
   EXPECT_EQ(in_sum, out_sum) << "rows in " << in_sum.rows << ", out " << out_sum.rows;
+}
+
+void run(const Setup& setup) {
+  expect_rows_arrive(setup.nranks, [&](Communicator& comm, const std::string& spill_dir) {
+    auto cfg = test::host_config(spill_dir);
+    cfg.spill_injection = setup.spill_injection;
+    BufferResource br(cfg);
+    TableChecksum in_sum;
+    TableChecksum out_sum;
+    std::mutex m;
+    std::vector<std::thread> ops;
+    for (OpID op = 1; op <= setup.shuffles; ++op) {
+      ops.emplace_back([&, op] {
+        try {
+          const auto [in, out] = test::shuffle_rank(comm, br, setup.skew, op, setup.feed);
+          std::lock_guard lock(m);
+          in_sum += in;
+          out_sum += out;
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "rank " << comm.rank() << " op " << op << ": " << e.what();
+        }
+      });
+    }
+    for (auto& t : ops) t.join();
+    comm.barrier();
+    return std::pair{in_sum, out_sum};
+  });
 }
 
 }  // namespace
@@ -120,32 +136,11 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ShuffleRanks, ::testing::Values(1, 2, 3, 4),
 class ReusedOpId : public ::testing::TestWithParam<int> {};
 
 TEST_P(ReusedOpId, FiveHundredShufflesOneAfterAnother) {
-  test::TempDir dir;
-  const int n = GetParam();
-  auto comms = LocalCommunicator::create(n);
-  TableChecksum in_sum;
-  TableChecksum out_sum;
-  std::mutex m;
-  std::vector<std::thread> threads;
-  for (Rank r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        BufferResource br(test::host_config(dir.path()));
-        Communicator& comm = *comms[static_cast<std::size_t>(r)];
-        comm.set_timeout(std::chrono::seconds(20));
-        const auto [in, out] = test::reuse_op_id(comm, br, 1, 500);
-        std::lock_guard lock(m);
-        in_sum += in;
-        out_sum += out;
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << r << ": " << e.what();
-        comms[static_cast<std::size_t>(r)].reset();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_GT(in_sum.rows, 0U);
-  EXPECT_EQ(in_sum, out_sum) << "rows in " << in_sum.rows << ", out " << out_sum.rows;
+  expect_rows_arrive(GetParam(), [](Communicator& comm, const std::string& spill_dir) {
+    BufferResource br(test::host_config(spill_dir));
+    comm.set_timeout(std::chrono::seconds(20));
+    return test::reuse_op_id(comm, br, 1, 500);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ReusedOpId, ::testing::Values(2, 3),

@@ -5,6 +5,7 @@
 #include <spillway/core/units.hpp>
 
 #include <array>
+#include <span>
 
 namespace spillway::gpu::detail {
 
@@ -24,8 +25,7 @@ std::unique_ptr<Buffer> PackedOutputs::allocate(std::size_t bytes) {
   }
   static constexpr std::array<MemoryType, 3> order{MemoryType::DEVICE, MemoryType::PINNED_HOST,
                                                    MemoryType::HOST};
-  static constexpr std::array<MemoryType, 2> lower{MemoryType::PINNED_HOST, MemoryType::HOST};
-  auto res = br_.try_reserve_in_order(lower, bytes);
+  auto res = br_.try_reserve_in_order(std::span(order).subspan(1), bytes);  // below DEVICE
   if (!res) br_.throw_out_of_memory(order, bytes);
   auto buf = br_.allocate(*res, bytes, stream_);
   if (buf->mem_type() == MemoryType::HOST && bytes > 0) {
