@@ -1,12 +1,14 @@
 #include <spillway/comm/progress_thread.hpp>
 
+#include <algorithm>
 #include <exception>
+#include <optional>
 #include <vector>
 
 namespace spillway {
 
-ProgressThread::ProgressThread(const Logger& logger, std::chrono::microseconds idle_sleep)
-    : logger_{logger}, idle_sleep_{idle_sleep}, thread_{[this] { loop(); }} {}
+ProgressThread::ProgressThread(const Logger& logger, Backoff backoff)
+    : logger_{logger}, backoff_{backoff}, thread_{[this] { loop(); }} {}
 
 ProgressThread::~ProgressThread() {
   {
@@ -21,8 +23,17 @@ ProgressThread::FunctionID ProgressThread::add_function(Function f) {
   std::lock_guard lock(mutex_);
   const FunctionID id = ++next_id_;
   functions_.emplace(id, std::move(f));
+  woken_ = true;
   cv_.notify_all();
   return id;
+}
+
+void ProgressThread::wake() {
+  {
+    std::lock_guard lock(mutex_);
+    woken_ = true;
+  }
+  cv_.notify_all();
 }
 
 void ProgressThread::remove_function(FunctionID id) {
@@ -47,12 +58,17 @@ void ProgressThread::wait_done(FunctionID id) {
 }
 
 void ProgressThread::loop() {
+  using clock = std::chrono::steady_clock;
   std::unique_lock lock(mutex_);
+  std::optional<clock::time_point> idle_since;  // every function idle since
+  std::chrono::microseconds sleep{0};
   while (!stop_) {
     if (functions_.empty()) {
-      cv_.wait_for(lock, idle_sleep_ * 10, [&] { return stop_ || !functions_.empty(); });
+      cv_.wait(lock, [&] { return stop_ || !functions_.empty(); });
       continue;
     }
+    woken_ = false;
+    bool busy = false;
     std::vector<FunctionID> ids;
     for (const auto& [id, f] : functions_) ids.push_back(id);
     for (FunctionID id : ids) {
@@ -61,7 +77,7 @@ void ProgressThread::loop() {
       running_ = id;
       Function& f = it->second;
       lock.unlock();
-      Progress p = Progress::in_progress;
+      Progress p = Progress::busy;
       std::exception_ptr error;
       try {
         p = f();
@@ -73,13 +89,25 @@ void ProgressThread::loop() {
       running_ = 0;
       if (error) errors_[id] = error;
       if (error || p == Progress::done) functions_.erase(id);
+      busy = busy || p != Progress::idle;
       cv_.notify_all();
     }
-    if (idle_sleep_.count() > 0) {
+    const auto now = clock::now();
+    if (busy || woken_) {
+      idle_since.reset();
+      sleep = std::chrono::microseconds{0};
+    } else if (!idle_since) {
+      idle_since = now;
+    }
+    if (!idle_since || now - *idle_since < backoff_.spin) {
+      // Between rounds the mutex is free for a moment, for remove_function() and add_function().
       lock.unlock();
       std::this_thread::yield();
       lock.lock();
+      continue;
     }
+    sleep = sleep.count() == 0 ? backoff_.first_sleep : std::min(sleep * 2, backoff_.max_sleep);
+    cv_.wait_for(lock, sleep, [&] { return stop_ || woken_; });
   }
 }
 

@@ -110,7 +110,8 @@ struct Shuffler::Impl {
     return (e == expected.end() ? 0 : e->second) == (r == received.end() ? 0 : r->second);
   }
 
-  /// Under `mutex`: "; partition 3: 2 of 4 chunks, ..." for the incomplete local partitions.
+  /// Under `mutex`: "; partition 3: 2 of 4 chunks, ..." for the incomplete local partitions
+  /// ("2 chunks so far" while some ranks' counts have not arrived: the total is not known).
   [[nodiscard]] std::string missing() const {
     std::string out;
     for (PartID pid : local) {
@@ -118,8 +119,10 @@ struct Shuffler::Impl {
       const auto e = expected.find(pid);
       const auto r = received.find(pid);
       out += "; partition " + std::to_string(pid) + ": " +
-             std::to_string(r == received.end() ? 0 : r->second) + " of " +
-             std::to_string(e == expected.end() ? 0 : e->second) + " chunks";
+             std::to_string(r == received.end() ? 0 : r->second);
+      out += finishes == n
+                 ? " of " + std::to_string(e == expected.end() ? 0 : e->second) + " chunks"
+                 : " chunks so far";
     }
     return out;
   }
@@ -131,6 +134,9 @@ struct Shuffler::Impl {
   };
 
   ProgressThread::Progress progress();
+  [[nodiscard]] ProgressThread::Progress idle_or_busy(std::size_t moved_before) const {
+    return moved == moved_before ? ProgressThread::Progress::idle : ProgressThread::Progress::busy;
+  }
   void send_ready();
   void post_receives();
   void read_finishes();
@@ -260,6 +266,9 @@ struct Shuffler::Impl {
     return budget;
   }
   ProgressThread::FunctionID function{0};
+  /// Things the progress function did (posts, completions, messages read): unchanged over a
+  /// call, the call was idle and the progress thread may back off.
+  std::size_t moved{0};
   double loop_seconds{0};  // the progress function's time and calls (event-loop-total)
   std::size_t loop_calls{0};
 };
@@ -276,6 +285,7 @@ void Shuffler::Impl::send_ready() {
   for (auto& p : views) {
     br.statistics().add_bytes("shuffle-payload-send", static_cast<double>(p.view->size()));
     direct_sends.push_back(comm.send(std::move(p.view), p.dst, direct_tag(p.group)));
+    ++moved;
   }
   for (;;) {
     Outgoing o;
@@ -296,6 +306,7 @@ void Shuffler::Impl::send_ready() {
     br.statistics().add_bytes("shuffle-payload-send", static_cast<double>(bytes));
     sends.push_back(comm.send(std::move(buf), o.dst, tag(stage_payload)));
     send_bytes += bytes;
+    ++moved;
   }
 }
 
@@ -326,6 +337,7 @@ void Shuffler::Impl::post_receives() {
                                ", which rank " + std::to_string(owner_of[h.pid]) + " owns");
     }
     deferred.push_back({msg->source, std::move(h)});
+    ++moved;
   }
   {
     std::lock_guard lock(mutex);
@@ -341,6 +353,7 @@ void Shuffler::Impl::post_receives() {
     receives.push_back({comm.recv(deferred.front().source, tag(stage_payload), std::move(buf)),
                         h.pid, std::move(h.metadata)});
     deferred.pop_front();
+    ++moved;
   }
 }
 
@@ -375,6 +388,7 @@ void Shuffler::Impl::read_finishes() {
     for (auto& [pid, l] : layouts) direct[pid].sources.emplace_back(msg->source, std::move(l));
     direct_groups[static_cast<std::size_t>(msg->source)] = f.direct_groups;
     ++finishes;
+    ++moved;
     cv.notify_all();
   }
 }
@@ -408,6 +422,7 @@ void Shuffler::Impl::post_direct() {
     if (!landing_stream) landing_stream.emplace();
     d.buffer = br.allocate(*res, d.layout.payload_size, landing_stream->view());
     posted.push_back(&d);
+    ++moved;
   }
   // The receives, group by group (the order the senders' copies become ready in), each
   // group's in partition order (as its sender sends it).
@@ -481,11 +496,12 @@ void Shuffler::Impl::copy_own(DirectPartition& d) {
 }
 
 void Shuffler::Impl::complete_direct() {
-  std::erase_if(direct_sends, [&](const std::unique_ptr<Future>& f) { return comm.test(*f); });
+  moved +=
+      std::erase_if(direct_sends, [&](const std::unique_ptr<Future>& f) { return comm.test(*f); });
   if (!direct_started) return;  // insert_finished may still be filling `direct`
   for (auto it = direct.begin(); it != direct.end();) {
     DirectPartition& d = it->second;
-    std::erase_if(d.receives, [&](const std::unique_ptr<Future>& f) {
+    moved += std::erase_if(d.receives, [&](const std::unique_ptr<Future>& f) {
       if (!comm.test(*f)) return false;
       br.statistics().add_bytes("shuffle-payload-recv", static_cast<double>(f->request().bytes));
       return true;
@@ -502,12 +518,13 @@ void Shuffler::Impl::complete_direct() {
       received[it->first] += d.sources.size();
       it = direct.erase(it);
     }
+    ++moved;
     cv.notify_all();
   }
 }
 
 void Shuffler::Impl::complete_transfers() {
-  std::erase_if(sends, [&](const std::unique_ptr<Future>& f) {
+  moved += std::erase_if(sends, [&](const std::unique_ptr<Future>& f) {
     if (!comm.test(*f)) return false;
     send_bytes -= f->request().bytes;
     return true;
@@ -525,6 +542,7 @@ void Shuffler::Impl::complete_transfers() {
       incoming[it->pid].push_back({std::move(it->metadata), key});
       ++received[it->pid];
     }
+    ++moved;
     cv.notify_all();
     it = receives.erase(it);
   }
@@ -540,6 +558,7 @@ ProgressThread::Progress Shuffler::Impl::progress() {
       ++s.loop_calls;
     }
   } timed{*this};
+  const std::size_t moved_before = moved;
   try {
     // The progress thread may serve ranks on other GPUs: work on this rank's.
     if (br.device() >= 0 && cuda::current_device() != br.device()) cuda::set_device(br.device());
@@ -553,10 +572,10 @@ ProgressThread::Progress Shuffler::Impl::progress() {
     if (!inserts_done || !outgoing.empty() || !sends.empty() || !receives.empty() ||
         !deferred.empty() || finishes != n || !direct_out.empty() || !direct_sends.empty() ||
         !direct.empty()) {
-      return ProgressThread::Progress::in_progress;
+      return idle_or_busy(moved_before);
     }
     for (PartID pid : local) {
-      if (!complete(pid)) return ProgressThread::Progress::in_progress;
+      if (!complete(pid)) return idle_or_busy(moved_before);
     }
     progress_done = true;
     cv.notify_all();
@@ -634,6 +653,7 @@ void Shuffler::insert(std::unordered_map<PartID, PackedData>&& chunks) {
   }
   chunks.clear();
   s.cv.notify_all();
+  s.comm.progress_thread().wake();
 }
 
 void Shuffler::Impl::finish(std::map<PartID, DirectChunk> chunks, std::uint32_t groups) {
@@ -681,6 +701,7 @@ void Shuffler::Impl::finish(std::map<PartID, DirectChunk> chunks, std::uint32_t 
     comm.send_message(detail::encode_finish(msgs[static_cast<std::size_t>(r)]), r,
                       tag(stage_finish));
   }
+  comm.progress_thread().wake();
 }
 
 void Shuffler::insert_finished() {
@@ -877,6 +898,7 @@ std::vector<PackedData> Shuffler::extract(PartID pid) {
   for (auto& p : parts) {
     out.push_back(PackedData{std::move(p.metadata), s.incoming_store.extract(p.key)});
   }
+  s.comm.progress_thread().wake();  // memory is free for chunks waiting to land
   return out;
 }
 

@@ -9,6 +9,10 @@
 #include "comm/conformance.hpp"
 
 #include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
 #include <thread>
 
 using namespace spillway;
@@ -105,7 +109,7 @@ TEST(ProgressThread, RunsFunctionsUntilDoneAndReportsErrors) {
   ProgressThread pt(log);
   std::atomic<int> calls{0};
   auto id = pt.add_function([&] {
-    return ++calls < 100 ? ProgressThread::Progress::in_progress : ProgressThread::Progress::done;
+    return ++calls < 100 ? ProgressThread::Progress::busy : ProgressThread::Progress::done;
   });
   pt.wait_done(id);
   EXPECT_EQ(calls.load(), 100);
@@ -115,8 +119,74 @@ TEST(ProgressThread, RunsFunctionsUntilDoneAndReportsErrors) {
   std::atomic<bool> running{false};
   auto forever = pt.add_function([&] {
     running = true;
-    return ProgressThread::Progress::in_progress;
+    return ProgressThread::Progress::busy;
   });
   while (!running) std::this_thread::yield();
   pt.remove_function(forever);  // returns: the function is no longer called
+}
+
+// Seconds of CPU time the whole process used while `fn` ran.
+template <typename Fn>
+double cpu_seconds_of(Fn&& fn) {
+  timespec a{};
+  timespec b{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+  fn();
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+  return static_cast<double>(b.tv_sec - a.tv_sec) +
+         1e-9 * static_cast<double>(b.tv_nsec - a.tv_nsec);
+}
+
+// A function with nothing to do (a rank waiting on a slow peer) is polled for a moment, then
+// ever less often: half a second of waiting costs a small part of a core, where polling all the
+// time (the thread before; here a backoff that never ends) costs the whole core.
+TEST(ProgressThread, BacksOffWhileEveryFunctionIsIdle) {
+  Logger log(0, 1);
+  auto waiting_cpu = [&](ProgressThread::Backoff backoff) {
+    ProgressThread pt(log, backoff);
+    std::atomic<bool> stop{false};
+    auto id = pt.add_function(
+        [&] { return stop ? ProgressThread::Progress::done : ProgressThread::Progress::idle; });
+    const double cpu =
+        cpu_seconds_of([] { std::this_thread::sleep_for(std::chrono::milliseconds(500)); });
+    stop = true;
+    pt.wake();
+    pt.wait_done(id);
+    return cpu;
+  };
+  const double spinning = waiting_cpu({.spin = std::chrono::hours(1)});
+  const double backing_off = waiting_cpu({});
+  std::printf(
+      "CPU seconds in 0.5 s of waiting: %.3f polling, %.3f backing off (%.1f%% of a core)\n",
+      spinning, backing_off, 100 * backing_off / 0.5);
+  EXPECT_LT(backing_off, 0.1 * 0.5) << "the idle thread kept polling";
+  EXPECT_GT(spinning, 5 * backing_off);
+}
+
+// wake() ends a backoff at once: a function idle under a 10 s sleep runs again within seconds.
+TEST(ProgressThread, WakeEndsABackoff) {
+  Logger log(0, 1);
+  using std::chrono::seconds;
+  ProgressThread pt(
+      log,
+      {.spin = std::chrono::microseconds(0), .first_sleep = seconds(10), .max_sleep = seconds(10)});
+  std::mutex m;
+  std::condition_variable cv;
+  int calls = 0;
+  auto id = pt.add_function([&] {
+    std::lock_guard lock(m);
+    ++calls;
+    cv.notify_all();
+    return calls < 3 ? ProgressThread::Progress::idle : ProgressThread::Progress::done;
+  });
+  std::unique_lock lock(m);
+  cv.wait(lock, [&] { return calls >= 1; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // asleep for 10 s now
+  lock.unlock();
+  pt.wake();
+  lock.lock();
+  EXPECT_TRUE(cv.wait_for(lock, seconds(5), [&] { return calls >= 2; })) << "wake() was not heard";
+  lock.unlock();
+  pt.wake();
+  pt.wait_done(id);
 }

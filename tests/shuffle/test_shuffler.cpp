@@ -14,6 +14,7 @@
 #include "common.hpp"
 #include "shuffle/shuffle_common.hpp"
 
+#include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -348,6 +349,45 @@ TEST(Shuffler, APeerThatNeverFinishesTimesOut) {
   } catch (const comm_error& e) {
     EXPECT_NE(std::string(e.what()).find("1 of 2 ranks finished"), std::string::npos) << e.what();
   }
+}
+
+// A rank waiting for a slow peer does not busy-wait: rank 1 joins after 1.5 s, and the second
+// of waiting in between costs the process a small part of one core (it cost two cores, both
+// ranks' progress threads polling, before the progress thread backed off: 1.99 s per second).
+TEST(Shuffler, WaitingForASlowPeerCostsLittleCpu) {
+  test::TempDir dir;
+  auto comms = LocalCommunicator::create(2);
+  BufferResource br0(test::host_config(dir.path()));
+  BufferResource br1(test::host_config(dir.path()));
+  const Table table = random_int32_table(1000, 2, 0, 100, 3, br1);
+  double waiting_cpu = 0;
+  std::thread peer([&] {
+    Shuffler s(*comms[1], 1, 2, br1);
+    const auto cpu_now = [] {
+      timespec t{};
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+      return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+    };
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 is waiting by now
+    const double before = cpu_now();
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    waiting_cpu = cpu_now() - before;
+    std::unordered_map<PartID, PackedData> chunks;
+    chunks.emplace(0, pack(table.view(), br1));
+    s.insert(std::move(chunks));
+    s.insert_finished();
+    EXPECT_TRUE(s.extract(s.wait_any(std::chrono::seconds(10))).empty());
+  });
+  {
+    Shuffler s(*comms[0], 1, 2, br0);
+    s.insert_finished();
+    const PartID pid = s.wait_any(std::chrono::seconds(10));
+    EXPECT_EQ(pid, 0U);
+    EXPECT_EQ(checksum(unpack(std::move(s.extract(pid).at(0))).view()), checksum(table.view()));
+  }
+  peer.join();
+  std::printf("CPU seconds in 1 s of waiting for a slow peer: %.3f\n", waiting_cpu);
+  EXPECT_LT(waiting_cpu, 0.15) << "the waiting rank polled all the time";
 }
 
 // A shuffle abandoned after wait_any timed out is destroyed at once: the destructor waits for
