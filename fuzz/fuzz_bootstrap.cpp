@@ -70,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     spillway::bootstrap::publish(*launch, "fuzz", value);
     const std::string back =
-        spillway::bootstrap::lookup(*launch, "fuzz", std::chrono::milliseconds(1000));
+        spillway::bootstrap::lookup(*launch, "fuzz", launch->rank, std::chrono::milliseconds(1000));
     if (back != value) std::abort();
     std::filesystem::remove(launch->dir + "/" + launch->token + ".fuzz");
   } catch (const spillway::logic_error&) {

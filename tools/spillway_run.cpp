@@ -3,10 +3,12 @@
 // gives them what they need to find each other (bootstrap.hpp: a private directory with a
 // random token, and for MPI programs an ompi-server so that MPI singletons can connect), and
 // when a rank fails stops the others and exits with that rank's code.
+#include <spillway/comm/bootstrap.hpp>
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/topology.hpp>
 
 #include "cli.hpp"
+#include "run_janitor.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -162,16 +164,23 @@ std::string random_token() {
 
 /// ompi-server, so that the ranks' MPI singletons can connect (OpenMPI needs it for
 /// MPI_Comm_connect across jobs). Returns its pid, or -1 when there is none on PATH.
-pid_t start_ompi_server(const std::string& uri_file) {
+pid_t start_ompi_server(const std::string& uri_file, const std::vector<std::string>& env) {
+  std::vector<char*> envp;  // (made before fork: the child must not allocate)
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const pid_t launcher = getpid();
   const pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);  // it ends with the launcher, also one killed outright
+    if (getppid() != launcher) _exit(1);
     const int null = open("/dev/null", O_RDWR);
     if (null >= 0) {
       dup2(null, STDOUT_FILENO);
       dup2(null, STDERR_FILENO);
     }
-    execlp("ompi-server", "ompi-server", "--no-daemonize", "-r", uri_file.c_str(), nullptr);
+    const char* args[] = {"ompi-server", "--no-daemonize", "-r", uri_file.c_str(), nullptr};
+    execvpe(args[0], const_cast<char* const*>(args), envp.data());
     _exit(127);
   }
   const auto deadline = Clock::now() + std::chrono::seconds(20);
@@ -246,7 +255,14 @@ struct Tagger {
 
 }  // namespace
 
+/// What ends the launch: the first failing rank's code, or a signal's, or a launch error's.
+struct Outcome {
+  int exit_code{0};
+  bool stopping{false};
+};
+
 int main(int argc, char** argv) {
+  if (const int rc = run::janitor_main(argc, argv); rc >= 0) return rc;
   const Options o = parse(argc, argv);
 
   std::string tmp = std::getenv("TMPDIR") != nullptr ? std::getenv("TMPDIR") : "/tmp";
@@ -257,27 +273,55 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string dir = dir_template;
+  run::Janitor janitor;
+  try {
+    janitor = run::start_janitor("/proc/self/exe", dir);
+  } catch (const std::exception& e) {
+    std::cerr << "spillway-run: cannot start the process that cleans up after it: " << e.what()
+              << "\n";
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    return 1;
+  }
   const std::string token = random_token();
+  const LaunchInfo launch{o.ranks, o.ranks, -1, dir, token};  // (the launcher's own "rank")
   const std::string uri_file = dir + "/ompi-server.uri";
-  const pid_t server = o.ranks > 1 ? start_ompi_server(uri_file) : -1;
+  // OpenMPI's session directories (of ompi-server and of the ranks' singletons) go inside the
+  // launch directory, so that they go with it, also after a rank was killed.
+  const std::pair<std::string, std::string> session{"OMPI_MCA_orte_tmpdir_base", dir};
+  const pid_t server =
+      o.ranks > 1 ? start_ompi_server(uri_file, rank_environment({session}, o.env)) : -1;
 
   std::vector<Placement> places;
   for (int g : o.gpus) places.push_back(placement_of(g));
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
 
   const pid_t launcher = getpid();
   std::map<pid_t, int> rank_of;
   std::vector<Tagger> taggers;
-  for (int r = 0; r < o.ranks; ++r) {
+  Outcome end;
+  auto stop_all = [&](int sig) {
+    for (const auto& [pid, r] : rank_of) kill(-pid, sig);
+  };
+  auto fail_launch = [&](const std::string& what) {  // stops the ranks started so far
+    std::cerr << "spillway-run: " << what << ": " << std::strerror(errno)
+              << "; stopping the ranks started\n";
+    end = {1, true};
+    stop_all(SIGTERM);
+  };
+  for (int r = 0; r < o.ranks && !end.stopping; ++r) {
     std::array<int, 2> out_pipe{-1, -1};
     std::array<int, 2> err_pipe{-1, -1};
-    if (o.tag_output && (pipe(out_pipe.data()) != 0 || pipe(err_pipe.data()) != 0)) {
-      std::cerr << "spillway-run: pipe: " << std::strerror(errno) << "\n";
-      return 1;
+    if (o.tag_output &&
+        (pipe2(out_pipe.data(), O_CLOEXEC) != 0 || pipe2(err_pipe.data(), O_CLOEXEC) != 0)) {
+      for (int fd : out_pipe) {
+        if (fd >= 0) close(fd);
+      }
+      fail_launch("pipe for rank " + std::to_string(r) + "'s output");
+      break;
     }
     const int gpu = o.gpus.empty() ? -1 : o.gpus[static_cast<std::size_t>(r) % o.gpus.size()];
     // Everything the child needs is made before fork: the launcher may have threads (CUDA's),
@@ -288,7 +332,8 @@ int main(int argc, char** argv) {
          {"SPILLWAY_RUN_DIR", dir},
          {"SPILLWAY_RUN_TOKEN", token},
          {"SPILLWAY_RUN_DEVICE", gpu >= 0 ? std::to_string(gpu) : std::string()},
-         {"OMPI_MCA_pmix_server_uri", server > 0 ? "file:" + uri_file : std::string()}},
+         {"OMPI_MCA_pmix_server_uri", server > 0 ? "file:" + uri_file : std::string()},
+         session},
         o.env);
     std::vector<char*> envp;
     for (auto& e : env_strings) envp.push_back(e.data());
@@ -300,17 +345,19 @@ int main(int argc, char** argv) {
         gpu >= 0 ? places[static_cast<std::size_t>(r) % places.size()] : Placement{};
     const pid_t pid = fork();
     if (pid < 0) {
-      std::cerr << "spillway-run: fork: " << std::strerror(errno) << "\n";
-      return 1;
+      for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) {
+        if (fd >= 0) close(fd);
+      }
+      fail_launch("fork of rank " + std::to_string(r));
+      break;
     }
     if (pid == 0) {   // only async-signal-safe calls from here to exec
       setpgid(0, 0);  // its own process group: stopping a rank stops what it started too
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // and a launcher killed outright takes its ranks along
       if (getppid() != launcher) _exit(1);
-      if (o.tag_output) {
+      if (o.tag_output) {  // (dup2 clears close-on-exec on the copies)
         dup2(out_pipe[1], STDOUT_FILENO);
         dup2(err_pipe[1], STDERR_FILENO);
-        for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
       }
       if (gpu >= 0 && o.bind != "none") bind_child(place, o.bind == "memory");
       execvpe(args[0], args.data(), envp.data());
@@ -332,12 +379,7 @@ int main(int argc, char** argv) {
   }
 
   // Wait for the ranks; the first failure (or a signal to the launcher) stops the others.
-  int exit_code = 0;
-  bool stopping = false;
-  auto deadline = Clock::time_point::max();
-  auto stop_all = [&](int sig) {
-    for (const auto& [pid, r] : rank_of) kill(-pid, sig);
-  };
+  auto deadline = end.stopping ? Clock::now() + std::chrono::seconds(5) : Clock::time_point::max();
   while (!rank_of.empty() ||
          std::any_of(taggers.begin(), taggers.end(), [](const Tagger& t) { return t.fd >= 0; })) {
     if (!taggers.empty()) {
@@ -358,26 +400,28 @@ int main(int argc, char** argv) {
       const int r = it->second;
       rank_of.erase(it);
       const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      if (code != 0 && !stopping) {
-        std::cerr << "spillway-run: rank " << r
-                  << (WIFEXITED(status)
-                          ? " exited with code " + std::to_string(code)
-                          : " was killed by signal " + std::to_string(WTERMSIG(status)))
+      const std::string how = WIFEXITED(status)
+                                  ? "with code " + std::to_string(code)
+                                  : "killed by signal " + std::to_string(WTERMSIG(status));
+      try {  // ranks still waiting for it (to join) fail at once, not at their timeout
+        bootstrap::announce_exit(launch, r, how);
+      } catch (const std::exception&) {
+      }
+      if (code != 0 && !end.stopping) {
+        std::cerr << "spillway-run: rank " << r << (WIFEXITED(status) ? " exited " : " was ") << how
                   << "; stopping the other ranks\n";
-        exit_code = code;
-        stopping = true;
+        end = {code, true};
         stop_all(SIGTERM);
         deadline = Clock::now() + std::chrono::seconds(5);
       }
     }
-    if (interrupted != 0 && !stopping) {
+    if (interrupted != 0 && !end.stopping) {
       std::cerr << "spillway-run: signal " << interrupted << "; stopping the ranks\n";
-      exit_code = 128 + interrupted;
-      stopping = true;
+      end = {128 + interrupted, true};
       stop_all(SIGTERM);
       deadline = Clock::now() + std::chrono::seconds(5);
     }
-    if (stopping && Clock::now() > deadline) {
+    if (end.stopping && Clock::now() > deadline) {
       stop_all(SIGKILL);
       deadline = Clock::time_point::max();
     }
@@ -386,7 +430,6 @@ int main(int argc, char** argv) {
     kill(server, SIGTERM);
     waitpid(server, nullptr, 0);
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  return exit_code;
+  run::finish(janitor);  // the launch directory and the ranks' spill directories go
+  return end.exit_code;
 }

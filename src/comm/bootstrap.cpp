@@ -77,22 +77,42 @@ void publish(const LaunchInfo& launch, const std::string& key, const std::string
   }
 }
 
-std::string lookup(const LaunchInfo& launch, const std::string& key,
+namespace {
+std::optional<std::string> read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+std::string exit_key(int rank) {
+  return "exited-" + std::to_string(rank);
+}
+}  // namespace
+
+std::string lookup(const LaunchInfo& launch, const std::string& key, int from,
                    std::chrono::milliseconds timeout) {
   const std::string path = path_of(launch, key);
+  const std::string exited = path_of(launch, exit_key(from));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    if (std::ifstream in(path, std::ios::binary); in) {
-      std::ostringstream s;
-      s << in.rdbuf();
-      return s.str();
+    if (auto value = read_whole(path)) return *value;
+    if (auto how = read_whole(exited)) {
+      if (auto value = read_whole(path)) return *value;  // published just before it exited
+      throw comm_error("bootstrap: rank " + std::to_string(from) + " exited " + *how +
+                       " before it published '" + key + "' (it left the launch)");
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      throw comm_error("bootstrap: " + path + " did not appear within " +
-                       std::to_string(timeout.count()) + " ms (did rank 0 start?)");
+      throw comm_error("bootstrap: rank " + std::to_string(from) + " did not publish '" + key +
+                       "' within " + std::to_string(timeout.count()) + " ms (" + path +
+                       "; is it stuck?)");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+void announce_exit(const LaunchInfo& launch, int rank, const std::string& how) {
+  publish(launch, exit_key(rank), how);
 }
 
 }  // namespace spillway::bootstrap

@@ -9,6 +9,7 @@
 #include <spillway/core/units.hpp>
 
 #include "mpi_ipc.hpp"
+#include "mpi_join.hpp"
 
 #include <mpi.h>
 
@@ -32,64 +33,6 @@ namespace {
 
 MPI_Comm world_comm = MPI_COMM_WORLD;
 
-/// Under spillway-run every rank starts as an MPI singleton: rank 0 opens a port and publishes
-/// its name; the others connect to it one at a time, in rank order (rank k waits until rank
-/// k - 1 has said it joined: OpenMPI 4.1 can hang when two processes connect to one port at
-/// once), each joining the group that has formed so far, which accepts once per missing rank;
-/// a split makes the order explicit. OpenMPI needs the ompi-server that spillway-run starts.
-MPI_Comm join(const LaunchInfo& launch) {
-  const auto timeout = options::get().comm_timeout;
-  auto check = [&](int rc, const char* what) {
-    if (rc == MPI_SUCCESS) return;
-    throw comm_error("[rank " + std::to_string(launch.rank) + "] spillway-run bootstrap: " + what +
-                     " failed (OpenMPI needs the ompi-server that spillway-run starts)");
-  };
-  MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
-  std::array<char, MPI_MAX_PORT_NAME> port{};
-  MPI_Comm group = MPI_COMM_NULL;
-  check(MPI_Comm_dup(MPI_COMM_SELF, &group), "MPI_Comm_dup");
-  if (launch.rank == 0) {
-    check(MPI_Open_port(MPI_INFO_NULL, port.data()), "MPI_Open_port");
-    bootstrap::publish(launch, "mpi-port", port.data());
-  } else {
-    const std::string name = bootstrap::lookup(launch, "mpi-port", timeout);
-    SPILLWAY_EXPECTS(name.size() < port.size(),
-                     "bootstrap: the published MPI port name is too long");
-    std::memcpy(port.data(), name.data(), name.size());
-    if (launch.rank > 1) {
-      (void)bootstrap::lookup(launch, "mpi-joined-" + std::to_string(launch.rank - 1), timeout);
-    }
-    MPI_Comm inter = MPI_COMM_NULL;
-    check(MPI_Comm_connect(port.data(), MPI_INFO_NULL, 0, MPI_COMM_SELF, &inter),
-          "MPI_Comm_connect");
-    MPI_Comm_free(&group);
-    check(MPI_Intercomm_merge(inter, 1, &group), "MPI_Intercomm_merge");
-    MPI_Comm_free(&inter);
-    bootstrap::publish(launch, "mpi-joined-" + std::to_string(launch.rank), "1");
-  }
-  for (int size = 1;;) {
-    MPI_Comm_size(group, &size);
-    if (size == launch.nranks) break;
-    MPI_Comm inter = MPI_COMM_NULL;
-    MPI_Comm_set_errhandler(group, MPI_ERRORS_RETURN);
-    check(MPI_Comm_accept(port.data(), MPI_INFO_NULL, 0, group, &inter), "MPI_Comm_accept");
-    MPI_Comm grown = MPI_COMM_NULL;
-    check(MPI_Intercomm_merge(inter, 0, &grown), "MPI_Intercomm_merge");
-    MPI_Comm_free(&inter);
-    MPI_Comm_free(&group);
-    group = grown;
-  }
-  if (launch.rank == 0) MPI_Close_port(port.data());
-  MPI_Comm ordered = MPI_COMM_NULL;
-  check(MPI_Comm_split(group, 0, launch.rank, &ordered), "MPI_Comm_split");
-  MPI_Comm_free(&group);
-  int r = -1;
-  MPI_Comm_rank(ordered, &r);
-  SPILLWAY_EXPECTS(r == launch.rank, "spillway-run bootstrap: two processes claim rank " +
-                                         std::to_string(launch.rank));
-  return ordered;
-}
-
 }  // namespace
 
 bool is_compiled() noexcept {
@@ -108,7 +51,7 @@ bool init(int* argc, char*** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (const auto launch = bootstrap::from_environment();
       launch && size == 1 && launch->nranks > 1) {
-    world_comm = join(*launch);
+    world_comm = detail::join(*launch);
   }
   return true;
 }

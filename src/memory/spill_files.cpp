@@ -79,6 +79,16 @@ void remove_stale_directories(const std::string& parent) noexcept {
   ::closedir(d);
 }
 
+/// Under spillway-run (SPILLWAY_RUN_DIR, the launch's private directory), leaves a link to the
+/// private spill directory `dir` there ("spill-<pid>-<name>"): the launcher removes the
+/// directory once this process is gone, also when it was killed before it could.
+void tell_launcher(const std::string& dir) noexcept {
+  const char* run_dir = std::getenv("SPILLWAY_RUN_DIR");
+  if (run_dir == nullptr || *run_dir == '\0') return;
+  const std::string name = dir.substr(dir.rfind('/') + 1);  // spillway-<pid>-XXXXXX
+  (void)::symlink(dir.c_str(), (std::string(run_dir) + "/spill-" + name).c_str());
+}
+
 std::uint64_t checksum(const void* p, std::size_t n) noexcept {
   return XXH3_64bits(p, n);
 }
@@ -133,6 +143,7 @@ void SpillFiles::ensure_directory() {
   }
   dir_ = tmpl;
   DirectoryRegistry::instance().add(dir_);
+  tell_launcher(dir_);
   SPILLWAY_LOG(info, "spill directory " << dir_);
 }
 

@@ -92,10 +92,11 @@ TEST(Bootstrap, PublishedValuesAreFoundWhole) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     bootstrap::publish(writer, "port", std::string(10000, 'p'));
   });
-  EXPECT_EQ(bootstrap::lookup(reader, "port", std::chrono::seconds(10)), std::string(10000, 'p'));
+  EXPECT_EQ(bootstrap::lookup(reader, "port", 0, std::chrono::seconds(10)),
+            std::string(10000, 'p'));
   late.join();
   // Another launch's token never sees it.
-  EXPECT_THROW((void)bootstrap::lookup(other_launch, "port", std::chrono::milliseconds(30)),
+  EXPECT_THROW((void)bootstrap::lookup(other_launch, "port", 0, std::chrono::milliseconds(30)),
                comm_error);
 }
 
@@ -103,11 +104,33 @@ TEST(Bootstrap, AMissingValueTimesOutNamingIt) {
   test::TempDir dir;
   const LaunchInfo l{1, 2, -1, dir.path(), "tok"};
   try {
-    (void)bootstrap::lookup(l, "mpi-port", std::chrono::milliseconds(20));
+    (void)bootstrap::lookup(l, "mpi-port", 0, std::chrono::milliseconds(20));
     ADD_FAILURE() << "no error";
   } catch (const comm_error& e) {
     EXPECT_NE(std::string(e.what()).find("mpi-port"), std::string::npos) << e.what();
   }
+}
+
+// The launcher's word that a rank exited ends a wait for what it would have published at once,
+// not at the timeout (a rank that exits 0 without joining hung the others forever); a value it
+// published before it exited is still found.
+TEST(Bootstrap, ARankThatExitedEndsAWaitForItAtOnce) {
+  test::TempDir dir;
+  const LaunchInfo launcher{2, 2, -1, dir.path(), "tok"};
+  const LaunchInfo l{1, 2, -1, dir.path(), "tok"};
+  bootstrap::publish(launcher, "early", "value");
+  bootstrap::announce_exit(launcher, 0, "with code 0");
+  EXPECT_EQ(bootstrap::lookup(l, "early", 0, std::chrono::seconds(10)), "value");
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    (void)bootstrap::lookup(l, "mpi-port", 0, std::chrono::seconds(60));
+    ADD_FAILURE() << "no error";
+  } catch (const comm_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 exited with code 0 before it published"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
 TEST(Bootstrap, TheRankTakesTheLaunchersGpu) {

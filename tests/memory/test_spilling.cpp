@@ -193,6 +193,23 @@ TEST(Spilling, NothingLeftAfterACrashingProcess) {
   EXPECT_EQ(dir.entries().size(), 1u) << "this resource's own directory";
 }
 
+// Under spillway-run (SPILLWAY_RUN_DIR) the private spill directory is linked into the launch
+// directory, for the launcher to remove should this process be killed.
+TEST(Spilling, UnderTheLauncherTheSpillDirectoryIsLinkedForIt) {
+  TempDir dir;
+  TempDir launch;
+  ::setenv("SPILLWAY_RUN_DIR", launch.path().c_str(), 1);
+  auto cfg = test::small_config(dir.path());
+  cfg.use_gpu = false;
+  BufferResource br(cfg);
+  auto buf = br.move(test::make_host(br, 10, 1), MemoryType::DISK);
+  ::unsetenv("SPILLWAY_RUN_DIR");
+  const std::string priv = br.spill_files().directory();
+  const std::string name = priv.substr(priv.rfind('/') + 1);
+  ASSERT_EQ(launch.entries(), std::vector<std::string>{launch.path() + "/spill-" + name});
+  EXPECT_EQ(std::filesystem::read_symlink(launch.path() + "/spill-" + name).string(), priv);
+}
+
 TEST(Spilling, SpillFunctionsRunByPriority) {
   TempDir dir;
   auto cfg = test::small_config(dir.path());

@@ -35,10 +35,15 @@ int device_for_rank(int rank);
 /// @throws spillway::io_error when the directory cannot be written
 void publish(const LaunchInfo& launch, const std::string& key, const std::string& value);
 
-/// The value published under `key`, waiting for it up to `timeout`.
-/// @throws spillway::comm_error when it has not appeared by then
-std::string lookup(const LaunchInfo& launch, const std::string& key,
+/// The value published under `key` by rank `from`, waiting for it up to `timeout`.
+/// @throws spillway::comm_error when it has not appeared by then, or at once when the launcher
+/// has said that rank `from` exited (announce_exit)
+std::string lookup(const LaunchInfo& launch, const std::string& key, int from,
                    std::chrono::milliseconds timeout);
+
+/// The launcher's word that rank `rank` has exited, `how` ("with code 0", "killed by signal 9"):
+/// ranks waiting for something it would have published fail at once instead of at the timeout.
+void announce_exit(const LaunchInfo& launch, int rank, const std::string& how);
 
 }  // namespace bootstrap
 

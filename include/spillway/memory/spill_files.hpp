@@ -45,7 +45,8 @@ struct DiskExtent {
 /// mode 0700) is made at first use; files are created unnamed in it (O_TMPFILE, else created
 /// with mode 0600 and unlinked at once), so their space is freed when closed, also when the
 /// process dies. The directory is removed by the destructor, at exit and on std::terminate;
-/// empty directories left by killed processes are removed when the next SpillFiles is made.
+/// empty directories left by killed processes are removed when the next SpillFiles is made,
+/// and under spillway-run by the launcher once the process is gone.
 /// Thread-safe; reads and writes run in parallel pieces on an I/O thread pool.
 class SpillFiles {
  public:
