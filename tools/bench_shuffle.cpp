@@ -46,6 +46,8 @@
 #include <spillway/table/pack.hpp>
 #include <spillway/table/partition.hpp>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -758,7 +760,10 @@ class Bench {
                         : format_bytes(double(br_.limit(MemoryType::DEVICE))))
                 << ")";
     }
-    std::cout << " | host memory peak: " << format_bytes(double(peak_host)) << "\n";
+    rusage self{};
+    getrusage(RUSAGE_SELF, &self);  // ru_maxrss: KiB (local ranks share the process)
+    std::cout << " | host memory peak: " << format_bytes(double(peak_host))
+              << " | process max RSS: " << format_bytes(double(self.ru_maxrss) * 1024.0) << "\n";
     std::cout << "medians: elapsed " << fixed(cli::median(mine), 4)
               << " sec | local throughput: " << rate(input_bytes(), cli::median(mine))
               << " | global throughput: " << rate(input_bytes() * n, cli::median(slowest)) << "\n";

@@ -211,6 +211,12 @@ bool BufferResource::exceeds_machine(MemoryType t, std::size_t bytes) const noex
          bytes > tier.capacity;
 }
 
+std::size_t BufferResource::charge_of(MemoryType t, std::size_t bytes) const noexcept {
+  if (t == MemoryType::DISK) return spill_files_.footprint(bytes);
+  const auto& mr = tiers_[index(t)].mr;
+  return mr ? mr->footprint(bytes) : bytes;
+}
+
 bool BufferResource::try_charge(MemoryType t, std::size_t bytes, std::size_t keep_free) noexcept {
   if (exceeds_machine(t, bytes)) return false;
   auto& tier = tiers_[index(t)];
@@ -240,8 +246,9 @@ void BufferResource::uncharge(MemoryType t, std::size_t bytes) noexcept {
 
 std::optional<MemoryReservation> BufferResource::try_reserve(MemoryType t, std::size_t bytes) {
   check_live(t);
-  if (!try_charge(t, bytes)) return std::nullopt;
-  return MemoryReservation(this, t, bytes);
+  const std::size_t charge = charge_of(t, bytes);
+  if (!try_charge(t, charge)) return std::nullopt;
+  return MemoryReservation(this, t, charge);
 }
 
 std::optional<MemoryReservation> BufferResource::reserve_or_spill(MemoryType t, std::size_t bytes) {
@@ -249,8 +256,8 @@ std::optional<MemoryReservation> BufferResource::reserve_or_spill(MemoryType t, 
   return spill_and_reserve(t, bytes);
 }
 
-std::optional<MemoryReservation> BufferResource::spill_and_reserve(MemoryType t,
-                                                                   std::size_t bytes) {
+std::optional<MemoryReservation> BufferResource::spill_and_reserve(MemoryType t, std::size_t size) {
+  const std::size_t bytes = charge_of(t, size);  // (what is charged for a buffer of `size`)
   if (bytes > limit(t) || exceeds_machine(t, bytes)) return std::nullopt;
   if (config_.spill_injection > 0) {
     thread_local std::minstd_rand rng(
@@ -342,7 +349,8 @@ std::optional<MemoryReservation> BufferResource::try_reserve_first_fit(
   for (std::size_t i = 0; i < live.size(); ++i) {
     const MemoryType t = live[i];
     const std::size_t keep = i + 1 < live.size() ? headroom(t) : 0;
-    if (try_charge(t, bytes, keep)) return MemoryReservation(this, t, bytes);
+    const std::size_t charge = charge_of(t, bytes);
+    if (try_charge(t, charge, keep)) return MemoryReservation(this, t, charge);
   }
   for (std::size_t i = live.size() > 1 ? 1 : 0; i < live.size(); ++i) {
     if (auto res = spill_and_reserve(live[i], bytes)) return res;
@@ -357,7 +365,7 @@ MemoryReservation BufferResource::reserve_first_fit(std::span<const MemoryType> 
   return std::move(*res);
 }
 
-void BufferResource::take(MemoryReservation& res, std::size_t bytes, MemoryType expected) const {
+void BufferResource::take(MemoryReservation& res, std::size_t bytes, MemoryType expected) {
   SPILLWAY_EXPECTS(res.br_ == this, "the reservation belongs to another BufferResource");
   SPILLWAY_EXPECTS(res.type_ == expected, "the reservation is of tier " +
                                               std::string(to_string(res.type_)) + ", not " +
@@ -366,7 +374,22 @@ void BufferResource::take(MemoryReservation& res, std::size_t bytes, MemoryType 
                                            " bytes exceeds the " + std::to_string(res.size_) +
                                            " bytes left in the " +
                                            std::string(to_string(res.type_)) + " reservation");
-  res.size_ -= bytes;
+  // A reservation made for several buffers pays for their bytes; what rounding each adds on
+  // top comes from the tier when the reservation has no more.
+  const std::size_t charge = charge_of(expected, bytes);
+  if (charge > res.size_) {
+    const std::size_t extra = charge - res.size_;
+    if (!try_charge(expected, extra)) {
+      SPILLWAY_FAIL("a " + std::string(to_string(expected)) + " buffer of " +
+                        std::to_string(bytes) + " bytes takes " + std::to_string(charge) +
+                        " from the system (rounding); its reservation has " +
+                        std::to_string(res.size_) +
+                        " left and the tier no room for the rest: " + usage(),
+                    out_of_memory);
+    }
+    res.size_ += extra;
+  }
+  res.size_ -= charge;
 }
 
 std::unique_ptr<Buffer> BufferResource::allocate(MemoryReservation& res, std::size_t bytes,
@@ -384,7 +407,7 @@ std::unique_ptr<Buffer> BufferResource::allocate(MemoryReservation& res, std::si
     if (t != MemoryType::HOST) activate_device();
     ptr = tiers_[index(t)].mr->allocate(bytes, stream);
   } catch (...) {
-    res.size_ += bytes;
+    res.size_ += charge_of(t, bytes);
     throw;
   }
   const double seconds = seconds_since(t0);
@@ -394,7 +417,7 @@ std::unique_ptr<Buffer> BufferResource::allocate(MemoryReservation& res, std::si
   if (const std::size_t now = pinned != nullptr ? pinned->reserved_bytes() : 0; now > held) {
     statistics_.add("alloc-pinned_host-grow", static_cast<double>(now - held), seconds);
   }
-  statistics_.memory_profiler().on_allocate(index(t), bytes);
+  statistics_.memory_profiler().on_allocate(index(t), charge_of(t, bytes));
   return std::unique_ptr<Buffer>(new Buffer(*this, t, bytes, ptr, stream));
 }
 
@@ -429,8 +452,8 @@ void BufferResource::free_buffer(Buffer& buf) noexcept {
     }
     tiers_[index(t)].mr->deallocate(buf.ptr_, buf.size_, buf.stream_);
   }
-  statistics_.memory_profiler().on_deallocate(index(t), buf.size_);
-  uncharge(t, buf.size_);
+  statistics_.memory_profiler().on_deallocate(index(t), charge_of(t, buf.size_));
+  uncharge(t, charge_of(t, buf.size_));
 }
 
 std::size_t BufferResource::staging_chunk(std::size_t n) const {
@@ -453,10 +476,11 @@ std::unique_ptr<Buffer> BufferResource::copy_to_disk(const Buffer& src, MemoryRe
   try {
     extent = spill_files_.allocate(n);
   } catch (...) {
-    res.size_ += n;
+    res.size_ += charge_of(MemoryType::DISK, n);
     throw;
   }
-  statistics_.memory_profiler().on_allocate(index(MemoryType::DISK), n);
+  statistics_.memory_profiler().on_allocate(index(MemoryType::DISK),
+                                            charge_of(MemoryType::DISK, n));
   // From here the buffer owns the extent and the charge, also if writing throws.
   std::unique_ptr<Buffer> dst(new Buffer(*this, std::move(extent)));
   DiskExtent& e = *dst->extent_;

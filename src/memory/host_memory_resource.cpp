@@ -5,6 +5,10 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <limits>
 #include <new>
 #include <string>
@@ -19,6 +23,16 @@ constexpr std::size_t page = 4096;
 constexpr std::size_t huge_page = 2 * MiB;
 constexpr std::size_t huge_threshold = 4 * MiB;
 constexpr std::size_t cache_threshold = 1 * MiB;
+constexpr std::size_t smallest_class = 16;
+constexpr std::size_t largest_class = HostMemoryResource::largest_slab_size;
+constexpr std::size_t slab_bytes = 64 * KiB;
+
+/// The size class of a small allocation: 0 for up to 16 bytes, 1 for 17-32, ... 7 for 2048.
+std::size_t class_of(std::size_t bytes) {
+  std::size_t c = 0;
+  for (std::size_t size = smallest_class; size < bytes; size *= 2) ++c;
+  return c;
+}
 
 // The class is decided on the page-rounded size, so that two sizes with the same rounded size
 // always have the same alignment (a cached block is freed with the alignment it was made with).
@@ -29,6 +43,22 @@ std::size_t rounded(std::size_t bytes) {
   return round_up(bytes, alignment_for(bytes));
 }
 
+// Blocks beyond the slabs are mapped directly, each its own pages: a heap block aligned to a
+// page has a header in the page before it, which doubled what a 4 KiB buffer took.
+void* map_aligned(std::size_t size, std::size_t align) {
+  // Over-map by the alignment and unmap the ends: an aligned block of exactly `size`.
+  const std::size_t span = size + (align > page ? align : 0);
+  void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto at = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t start = (at + align - 1) / align * align;
+  if (start > at) ::munmap(p, start - at);
+  if (const std::uintptr_t end = at + span; end > start + size) {
+    ::munmap(reinterpret_cast<void*>(start + size), end - start - size);
+  }
+  return reinterpret_cast<void*>(start);
+}
+
 void* system_allocate(std::size_t bytes) {
   // Sizes whose rounding would wrap (within a huge page of SIZE_MAX) are refused, not rounded
   // down to a small block that the caller would then overrun.
@@ -37,24 +67,90 @@ void* system_allocate(std::size_t bytes) {
       "a host allocation of " + std::to_string(bytes) + " bytes is larger than any memory",
       out_of_memory);
   const std::size_t align = alignment_for(bytes);
-  void* p = nullptr;
-  try {
-    p = ::operator new (rounded(bytes), std::align_val_t{align});
-  } catch (const std::bad_alloc&) {
-    SPILLWAY_FAIL(
-        "the system refused a host allocation of " + format_bytes(static_cast<double>(bytes)),
-        out_of_memory);
+  void* p = map_aligned(rounded(bytes), align);
+  if (p == nullptr) {
+    SPILLWAY_FAIL("the system refused a host allocation of " +
+                      format_bytes(static_cast<double>(bytes)) +
+                      " (out of memory, or of mappings: vm.max_map_count)",
+                  out_of_memory);
   }
   if (align == huge_page) (void)::madvise(p, rounded(bytes), MADV_HUGEPAGE);
   return p;
 }
 void system_free(void* p, std::size_t bytes) noexcept {
-  ::operator delete (p, std::align_val_t{alignment_for(bytes)});
+  ::munmap(p, rounded(bytes));
 }
 }  // namespace
 
 HostMemoryResource::~HostMemoryResource() {
   trim_to(0);
+  for (auto& [base, slab] : slabs_) ::munmap(slab.base, slab_bytes);
+}
+
+std::size_t HostMemoryResource::footprint(std::size_t bytes) const noexcept {
+  if (bytes == 0) return 0;
+  if (bytes <= largest_class) return smallest_class << class_of(bytes);
+  if (bytes > std::numeric_limits<std::size_t>::max() / 2) return bytes;  // refused anyway
+  return rounded(bytes);
+}
+
+void* HostMemoryResource::slab_allocate(std::size_t bytes) {
+  const std::size_t c = class_of(bytes);
+  std::lock_guard lock(mutex_);
+  auto& room = with_room_[c];
+  if (room.empty()) {
+    void* base =
+        ::mmap(nullptr, slab_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+      SPILLWAY_FAIL("the system refused a 64 KiB slab for small host buffers", out_of_memory);
+    }
+    auto* b = static_cast<std::byte*>(base);
+    try {
+      Slab& slab = slabs_[b];
+      slab = Slab{b, smallest_class << c, 0, 0, nullptr};
+      room.push_back(&slab);
+    } catch (...) {
+      slabs_.erase(b);
+      ::munmap(base, slab_bytes);
+      throw;
+    }
+  }
+  Slab& slab = *room.back();
+  void* p = nullptr;
+  if (slab.free != nullptr) {
+    p = slab.free;
+    std::memcpy(&slab.free, p, sizeof(void*));
+  } else {
+    p = slab.base + slab.bump;
+    slab.bump += slab.slot;
+  }
+  ++slab.live;
+  if (slab.free == nullptr && slab.bump + slab.slot > slab_bytes) room.pop_back();  // full
+  return p;
+}
+
+void HostMemoryResource::slab_deallocate(void* ptr) noexcept {
+  const auto* at = static_cast<const std::byte*>(ptr);
+  std::lock_guard lock(mutex_);
+  auto it = std::prev(slabs_.upper_bound(at));  // the slab whose base is at or before ptr
+  Slab& slab = it->second;
+  auto& room = with_room_[class_of(slab.slot)];
+  const bool was_full = slab.free == nullptr && slab.bump + slab.slot > slab_bytes;
+  if (--slab.live == 0) {  // empty: back to the system
+    if (!was_full) std::erase(room, &slab);
+    ::munmap(slab.base, slab_bytes);
+    slabs_.erase(it);
+    return;
+  }
+  std::memcpy(ptr, &slab.free, sizeof(void*));
+  slab.free = ptr;
+  if (was_full) {
+    try {
+      room.push_back(&slab);
+    } catch (...) {
+      // No memory for the list: the slot stays free until the slab's next free.
+    }
+  }
 }
 
 std::string HostMemoryResource::describe() const {
@@ -78,6 +174,7 @@ void HostMemoryResource::trim_to(std::size_t bytes) noexcept {
 }
 
 void* HostMemoryResource::do_allocate(std::size_t bytes, Stream /*stream*/) {
+  if (bytes <= largest_class) return slab_allocate(bytes);
   if (bytes >= cache_threshold) {
     std::lock_guard lock(mutex_);
     auto it = free_.find(rounded(bytes));
@@ -92,6 +189,10 @@ void* HostMemoryResource::do_allocate(std::size_t bytes, Stream /*stream*/) {
 }
 
 void HostMemoryResource::do_deallocate(void* ptr, std::size_t bytes, Stream /*stream*/) noexcept {
+  if (bytes <= largest_class) {
+    slab_deallocate(ptr);
+    return;
+  }
   const std::size_t size = rounded(bytes);
   if (bytes >= cache_threshold) {
     std::lock_guard lock(mutex_);

@@ -181,13 +181,26 @@ namespace {
 std::size_t pieces_in_file(std::size_t pieces, std::size_t j, std::size_t nfiles) {
   return pieces > j ? (pieces - j + nfiles - 1) / nfiles : 0;
 }
+/// The bytes an extent of `bytes` in pieces of `piece` takes in the file `j` places after its
+/// first: whole pieces, but the extent's last piece (the last in its file) only in whole
+/// blocks, so that a small extent takes a block, not a piece.
+std::size_t space_in_file(std::size_t bytes, std::size_t piece, std::size_t j, std::size_t nfiles) {
+  const std::size_t count = pieces_in_file(npieces(bytes, piece), j, nfiles);
+  if (count == 0) return 0;
+  const std::size_t last = j + (count - 1) * nfiles;  // the piece index of the file's last one
+  return (count - 1) * piece + round_up(std::min(piece, bytes - last * piece), piece_alignment);
+}
 }  // namespace
+
+std::size_t SpillFiles::footprint(std::size_t bytes) noexcept {
+  return round_up(bytes, piece_alignment);
+}
 
 DiskExtent SpillFiles::allocate(std::size_t bytes) {
   std::lock_guard lock(mutex_);
   const std::size_t pieces = npieces(bytes, piece_size_);
   const std::size_t nfiles = pool_.size();
-  const std::size_t per_file = pieces_in_file(pieces, 0, nfiles) * piece_size_;
+  const std::size_t per_file = space_in_file(bytes, piece_size_, 0, nfiles);
   const std::uint64_t high =
       current_ ? *std::max_element(current_->append.begin(), current_->append.end()) : 0;
   if (!current_ || (high > 0 && high + per_file > file_size_)) current_ = open_group();
@@ -198,7 +211,7 @@ DiskExtent SpillFiles::allocate(std::size_t bytes) {
   for (std::size_t j = 0; j < nfiles; ++j) {
     const std::size_t f = (e.first_file + j) % nfiles;
     e.offsets[f] = current_->append[f];
-    current_->append[f] += pieces_in_file(pieces, j, nfiles) * piece_size_;
+    current_->append[f] += space_in_file(bytes, piece_size_, j, nfiles);
   }
   e.size = bytes;
   e.piece_size = piece_size_;
@@ -243,8 +256,7 @@ void SpillFiles::release(DiskExtent& e) noexcept {
   const std::size_t nfiles = e.offsets.size();
   for (std::size_t j = 0; j < nfiles; ++j) {
     const std::size_t f = (e.first_file + j) % nfiles;
-    e.group->files[f].punch_hole(e.offsets[f],
-                                 pieces_in_file(e.num_pieces(), j, nfiles) * e.piece_size);
+    e.group->files[f].punch_hole(e.offsets[f], space_in_file(e.size, e.piece_size, j, nfiles));
   }
   {
     std::lock_guard lock(mutex_);

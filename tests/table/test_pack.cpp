@@ -1,5 +1,6 @@
 // pack / unpack / split_and_pack / concat round trips, and unpack of corrupt bytes.
 #include <spillway/core/error.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/table/checksum.hpp>
 #include <spillway/table/generator.hpp>
 #include <spillway/table/pack.hpp>
@@ -106,7 +107,7 @@ TEST(Concat, OneChunkIsViewedNotCopied) {
   Table t = mixed_table(br, 500, 0.3);
   auto parts = split_and_pack(t.view(), {}, br);
   const std::size_t used = br.used(MemoryType::HOST);
-  const std::size_t payload = parts[0].payload->size();
+  const std::size_t payload = HostMemoryResource().footprint(parts[0].payload->size());
   std::optional<Table> back(unpack_and_concat(std::move(parts), br));
   EXPECT_EQ(br.used(MemoryType::HOST), used);
   for (std::size_t c = 0; c < back->num_columns(); ++c) {

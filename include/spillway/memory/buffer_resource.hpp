@@ -210,6 +210,9 @@ class BufferResource {
 
   /// Whether `bytes` of host memory are more than the machine has (never to be met).
   [[nodiscard]] bool exceeds_machine(MemoryType t, std::size_t bytes) const noexcept;
+  /// What a buffer of `bytes` in tier `t` is charged: what it takes from the system (its
+  /// resource's footprint; on DISK whole 4 KiB blocks).
+  [[nodiscard]] std::size_t charge_of(MemoryType t, std::size_t bytes) const noexcept;
   /// Charges `bytes` to tier `t` if they fit under its limit less `keep_free`.
   bool try_charge(MemoryType t, std::size_t bytes, std::size_t keep_free = 0) noexcept;
   void uncharge(MemoryType t, std::size_t bytes) noexcept;
@@ -218,7 +221,9 @@ class BufferResource {
   void check_live(MemoryType t) const;
   void free_buffer(Buffer& buf) noexcept;
   void activate_device() const;
-  void take(MemoryReservation& res, std::size_t bytes, MemoryType expected) const;
+  /// Takes the charge of a buffer of `bytes` from `res`, topping up from the tier what the
+  /// rounding adds beyond what is left in it. @throws spillway::out_of_memory
+  void take(MemoryReservation& res, std::size_t bytes, MemoryType expected);
   void trim_host_cache() noexcept;
   std::unique_ptr<Buffer> copy_to_disk(const Buffer& src, MemoryReservation& res, Stream stream);
   void copy_from_disk(const Buffer& src, Buffer& dst, Stream stream);

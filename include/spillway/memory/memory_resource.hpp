@@ -31,6 +31,9 @@ class MemoryResource {
   void deallocate(void* ptr, std::size_t bytes, Stream stream) noexcept {
     if (ptr != nullptr) do_deallocate(ptr, bytes, stream);
   }
+  /// What an allocation of `bytes` takes from the system (rounding, alignment, allocator
+  /// headers): what its tier is charged for it. Sizes no allocation can have give `bytes`.
+  [[nodiscard]] virtual std::size_t footprint(std::size_t bytes) const noexcept { return bytes; }
   [[nodiscard]] virtual MemoryType mem_type() const noexcept = 0;
   /// A short description ("cudaMallocAsync", "pinned pool", ...).
   [[nodiscard]] virtual std::string describe() const = 0;

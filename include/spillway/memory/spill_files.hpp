@@ -74,6 +74,9 @@ class SpillFiles {
   /// Frees the extent's disk space. Never throws.
   void release(DiskExtent& extent) noexcept;
 
+  /// The disk space an extent of `bytes` takes (whole 4 KiB blocks: a small extent shares no
+  /// block, so that freeing it frees its space), what the DISK tier is charged for it.
+  [[nodiscard]] static std::size_t footprint(std::size_t bytes) noexcept;
   /// The private directory ("" until the first spill).
   [[nodiscard]] std::string directory() const;
   /// Free space on the parent directory's file system, in bytes.

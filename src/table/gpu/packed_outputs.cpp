@@ -3,6 +3,9 @@
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
+
+#include <algorithm>
 
 #include <array>
 #include <span>
@@ -25,9 +28,18 @@ std::unique_ptr<Buffer> PackedOutputs::allocate(std::size_t bytes) {
   }
   static constexpr std::array<MemoryType, 3> order{MemoryType::DEVICE, MemoryType::PINNED_HOST,
                                                    MemoryType::HOST};
-  auto res = br_.try_reserve_in_order(std::span(order).subspan(1), bytes);  // below DEVICE
+  // Below DEVICE. Small HOST buffers share pages (slabs), which cudaHostRegister cannot map
+  // twice: HOST output gets a block of its own, at least one larger than the slabs' sizes.
+  const std::size_t own = std::max(bytes, HostMemoryResource::largest_slab_size + 1);
+  auto res = br_.try_reserve_in_order(std::span(order).subspan(1), own);
   if (!res) br_.throw_out_of_memory(order, bytes);
-  auto buf = br_.allocate(*res, bytes, stream_);
+  std::unique_ptr<Buffer> buf;
+  if (res->mem_type() == MemoryType::HOST && own > bytes) {
+    std::shared_ptr<Buffer> block = br_.allocate(*res, own, stream_);
+    buf = BufferResource::view(*block, 0, bytes, block);
+  } else {
+    buf = br_.allocate(*res, bytes, stream_);
+  }
   if (buf->mem_type() == MemoryType::HOST && bytes > 0) {
     SPILLWAY_EXPECTS(cuda::host_register(buf->data(), bytes),
                      "packing: " + format_bytes(static_cast<double>(bytes)) +
