@@ -153,6 +153,10 @@ OptionValues from_environment() {
     v.spill_period = std::chrono::milliseconds(
         whole_number(*e, "SPILLWAY_SPILL_PERIOD_MS", "milliseconds", 0, 86'400'000));
   }
+  if (auto e = env("SPILLWAY_MEMORY_WAIT_MS")) {
+    v.memory_wait = std::chrono::milliseconds(
+        whole_number(*e, "SPILLWAY_MEMORY_WAIT_MS", "milliseconds", 0, 86'400'000));
+  }
   if (auto e = env("SPILLWAY_SPILL_INJECT")) {
     char* end = nullptr;
     v.spill_injection = std::strtod(e->c_str(), &end);

@@ -82,6 +82,7 @@ BufferResourceConfig BufferResourceConfig::from_options() {
   c.spill_file_size = o.spill_file_size;
   c.staging_size = o.staging_size;
   c.spill_period = o.spill_period;
+  c.memory_wait = o.memory_wait;
   c.spill_injection = o.spill_injection;
   return c;
 }
@@ -242,6 +243,11 @@ void BufferResource::trim_host_cache() noexcept {
 
 void BufferResource::uncharge(MemoryType t, std::size_t bytes) noexcept {
   tiers_[index(t)].used.fetch_sub(bytes, std::memory_order_acq_rel);
+  releases_.fetch_add(1, std::memory_order_acq_rel);
+  if (waiting_.load(std::memory_order_acquire) > 0) {
+    std::lock_guard lock(release_mutex_);  // (so that a waiter cannot miss it)
+    released_.notify_all();
+  }
 }
 
 std::optional<MemoryReservation> BufferResource::try_reserve(MemoryType t, std::size_t bytes) {
@@ -321,7 +327,11 @@ void BufferResource::throw_out_of_memory(std::span<const MemoryType> tried,
 }
 
 MemoryReservation BufferResource::reserve(MemoryType t, std::size_t bytes) {
-  auto res = reserve_or_spill(t, bytes);
+  check_live(t);
+  const std::size_t charge = charge_of(t, bytes);
+  auto res = charge > limit(t) || exceeds_machine(t, charge)
+                 ? std::nullopt  // never fits: no wait
+                 : waiting_for_memory([&] { return spill_and_reserve(t, bytes); });
   if (!res) throw_out_of_memory(std::span<const MemoryType>(&t, 1), bytes);
   return std::move(*res);
 }
@@ -360,8 +370,14 @@ std::optional<MemoryReservation> BufferResource::try_reserve_first_fit(
 
 MemoryReservation BufferResource::reserve_first_fit(std::span<const MemoryType> order,
                                                     std::size_t bytes) {
-  auto res = try_reserve_first_fit(order, bytes);
-  if (!res) throw_out_of_memory(live_of(order), bytes);
+  const std::vector<MemoryType> live = live_of(order);
+  const bool fits_somewhere = std::any_of(live.begin(), live.end(), [&](MemoryType t) {
+    return charge_of(t, bytes) <= limit(t) && !exceeds_machine(t, charge_of(t, bytes));
+  });
+  auto res = fits_somewhere
+                 ? waiting_for_memory([&] { return try_reserve_first_fit(order, bytes); })
+                 : std::nullopt;
+  if (!res) throw_out_of_memory(live, bytes);
   return std::move(*res);
 }
 

@@ -74,6 +74,10 @@ struct OptionValues {
   std::size_t staging_size{0};
   /// SPILLWAY_SPILL_PERIOD_MS: period of the background spill thread (0 = off, the default).
   std::chrono::milliseconds spill_period{0};
+  /// SPILLWAY_MEMORY_WAIT_MS: how long a reservation that finds its tiers full of memory that
+  /// cannot spill (transfers in flight, buffers in use) waits for some of it to be freed before
+  /// it fails; every release starts the wait again. Default 1000; 0 fails at once.
+  std::chrono::milliseconds memory_wait{1000};
   /// SPILLWAY_SPILL_INJECT: probability (0..1) that a reservation first spills its tier even
   /// without pressure — a test knob that forces spilling at random points. Default 0.
   double spill_injection{0};

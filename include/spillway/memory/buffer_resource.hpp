@@ -19,8 +19,11 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -56,6 +59,10 @@ struct BufferResourceConfig {
   /// memory that local work (making and packing the next input) would then have to spill for.
   std::chrono::milliseconds spill_period{0};
   std::array<std::size_t, 4> headroom{};
+  /// How long reserve() and reserve_first_fit() wait, when nothing more can spill, for memory
+  /// in use (transfers in flight, another thread's buffers) to be freed before they fail;
+  /// every release starts the wait again. 0: fail at once.
+  std::chrono::milliseconds memory_wait{1000};
   bool statistics{true};
   /// Probability that a reservation spills its tier first even without pressure (tests).
   double spill_injection{0};
@@ -120,7 +127,9 @@ class BufferResource {
   /// nullopt when even spilling cannot make room (the expected failure, not an exception).
   /// @throws spillway::logic_error when the tier is absent; what a spill function throws.
   std::optional<MemoryReservation> reserve_or_spill(MemoryType t, std::size_t bytes);
-  /// Reserves `bytes` on tier `t`, spilling that tier's spillable buffers down if needed.
+  /// Reserves `bytes` on tier `t`, spilling that tier's spillable buffers down if needed, and
+  /// when that is not enough waiting (memory_wait) for memory in use to be freed: memory that
+  /// is only busy is not a failure.
   /// @throws spillway::out_of_memory naming the step (MemoryStep), what was asked and the
   ///         used/limit of every tier when it cannot be met; spillway::logic_error when the
   ///         tier is absent.
@@ -140,6 +149,26 @@ class BufferResource {
                                                          std::size_t bytes);
   /// try_reserve_first_fit, or spillway::out_of_memory naming every tier it tried.
   MemoryReservation reserve_first_fit(std::span<const MemoryType> order, std::size_t bytes);
+  /// Calls `attempt` (a reservation that may spill, returning nullopt when it cannot be met)
+  /// until it gives a reservation; after each failure waits for some memory to be freed (any
+  /// release, on any tier), up to memory_wait; nullopt when none was. For a step with its own
+  /// order of tiers that must wait, as reserve() does, when memory is only busy.
+  template <typename Attempt>
+  std::optional<MemoryReservation> waiting_for_memory(Attempt&& attempt) {
+    for (;;) {
+      const std::uint64_t seen = releases_.load(std::memory_order_acquire);
+      if (auto res = attempt()) return res;
+      if (config_.memory_wait.count() == 0) return std::nullopt;
+      std::unique_lock lock(release_mutex_);
+      waiting_.fetch_add(1, std::memory_order_acq_rel);
+      const bool freed = released_.wait_for(lock, config_.memory_wait, [&] {
+        return releases_.load(std::memory_order_acquire) != seen;
+      });
+      waiting_.fetch_sub(1, std::memory_order_acq_rel);
+      if (!freed) return std::nullopt;
+      statistics_.add_count("reserve-waited-for-memory");
+    }
+  }
   /// Throws the out_of_memory of a request of `bytes` that none of the tiers `tried` could
   /// meet even after spilling: the step (MemoryStep::current()), per tier tried what was in
   /// use of its limit (all of it live: spilling freed nothing more), and the other tiers.
@@ -216,6 +245,7 @@ class BufferResource {
   /// Charges `bytes` to tier `t` if they fit under its limit less `keep_free`.
   bool try_charge(MemoryType t, std::size_t bytes, std::size_t keep_free = 0) noexcept;
   void uncharge(MemoryType t, std::size_t bytes) noexcept;
+
   std::optional<MemoryReservation> spill_and_reserve(MemoryType t, std::size_t bytes);
   std::vector<MemoryType> live_of(std::span<const MemoryType> order) const;
   void check_live(MemoryType t) const;
@@ -236,6 +266,11 @@ class BufferResource {
   int device_{-1};
   Statistics statistics_;
   std::array<Tier, 4> tiers_;
+  // Releases of memory (uncharge), counted, for reservations waiting for memory in use.
+  std::mutex release_mutex_;
+  std::condition_variable released_;
+  std::atomic<std::uint64_t> releases_{0};
+  std::atomic<int> waiting_{0};
   HostMemoryResource* host_mr_{nullptr};      // tiers_[HOST].mr, typed
   PinnedMemoryResource* pinned_mr_{nullptr};  // tiers_[PINNED_HOST].mr, typed (when live)
   SpillFiles spill_files_;

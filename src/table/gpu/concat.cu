@@ -158,7 +158,8 @@ Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stre
                                                          MemoryType::PINNED_HOST};
         std::optional<MemoryReservation> pinned;
         if (br.is_live(MemoryType::PINNED_HOST)) {
-          pinned = br.reserve_or_spill(MemoryType::PINNED_HOST, p.payload->size());
+          pinned = br.waiting_for_memory(
+              [&] { return br.reserve_or_spill(MemoryType::PINNED_HOST, p.payload->size()); });
         }
         if (!pinned) br.throw_out_of_memory(order, p.payload->size());
         p.payload = br.move(std::move(p.payload), *pinned, stream);

@@ -23,16 +23,17 @@ PackedOutputs::~PackedOutputs() {
 }
 
 std::unique_ptr<Buffer> PackedOutputs::allocate(std::size_t bytes) {
-  if (auto res = br_.reserve_or_spill(MemoryType::DEVICE, bytes)) {
-    return br_.allocate(*res, bytes, stream_);
-  }
   static constexpr std::array<MemoryType, 3> order{MemoryType::DEVICE, MemoryType::PINNED_HOST,
                                                    MemoryType::HOST};
-  // Below DEVICE. Small HOST buffers share pages (slabs), which cudaHostRegister cannot map
+  // Below DEVICE, small HOST buffers share pages (slabs), which cudaHostRegister cannot map
   // twice: HOST output gets a block of its own, at least one larger than the slabs' sizes.
   const std::size_t own = std::max(bytes, HostMemoryResource::largest_slab_size + 1);
-  auto res = br_.try_reserve_in_order(std::span(order).subspan(1), own);
+  auto res = br_.waiting_for_memory([&] {
+    auto r = br_.reserve_or_spill(MemoryType::DEVICE, bytes);
+    return r ? std::move(r) : br_.try_reserve_in_order(std::span(order).subspan(1), own);
+  });
   if (!res) br_.throw_out_of_memory(order, bytes);
+  if (res->mem_type() == MemoryType::DEVICE) return br_.allocate(*res, bytes, stream_);
   std::unique_ptr<Buffer> buf;
   if (res->mem_type() == MemoryType::HOST && own > bytes) {
     std::shared_ptr<Buffer> block = br_.allocate(*res, own, stream_);
