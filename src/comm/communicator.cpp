@@ -87,7 +87,11 @@ void Communicator::release_op(OpID op) noexcept {
 
 ProgressThread& Communicator::progress_thread() {
   std::lock_guard lock(progress_mutex_);
-  if (!progress_) progress_ = std::make_unique<ProgressThread>(logger_);
+  if (!progress_) {
+    ProgressThread::Backoff backoff;
+    backoff.spin = options::get().progress_spin;
+    progress_ = std::make_unique<ProgressThread>(logger_, backoff);
+  }
   return *progress_;
 }
 

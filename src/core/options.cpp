@@ -157,6 +157,10 @@ OptionValues from_environment() {
     v.memory_wait = std::chrono::milliseconds(
         whole_number(*e, "SPILLWAY_MEMORY_WAIT_MS", "milliseconds", 0, 86'400'000));
   }
+  if (auto e = env("SPILLWAY_PROGRESS_SPIN_US")) {
+    v.progress_spin = std::chrono::microseconds(
+        whole_number(*e, "SPILLWAY_PROGRESS_SPIN_US", "microseconds", 0, 86'400'000'000));
+  }
   if (auto e = env("SPILLWAY_SPILL_INJECT")) {
     char* end = nullptr;
     v.spill_injection = std::strtod(e->c_str(), &end);

@@ -78,6 +78,9 @@ struct OptionValues {
   /// cannot spill (transfers in flight, buffers in use) waits for some of it to be freed before
   /// it fails; every release starts the wait again. Default 1000; 0 fails at once.
   std::chrono::milliseconds memory_wait{1000};
+  /// SPILLWAY_PROGRESS_SPIN_US: how long a progress thread with nothing to do polls before it
+  /// backs off into sleeps of up to 1 ms (ProgressThread::Backoff). Default 2000.
+  std::chrono::microseconds progress_spin{2000};
   /// SPILLWAY_SPILL_INJECT: probability (0..1) that a reservation first spills its tier even
   /// without pressure — a test knob that forces spilling at random points. Default 0.
   double spill_injection{0};
