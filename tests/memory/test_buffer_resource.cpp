@@ -395,3 +395,19 @@ TEST(BufferResource, MemoryThatStaysInUseFailsAfterTheWait) {
     EXPECT_LT(took, wait + std::chrono::seconds(3));
   }
 }
+
+// out_of_memory is a std::bad_alloc (as RMM's), so code that catches allocation failures sees
+// a limit that cannot be met, with its message.
+TEST(BufferResource, OutOfMemoryIsABadAlloc) {
+  test::TempDir dir;
+  auto cfg = test::host_config(dir.path());
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(MiB);
+  BufferResource br(cfg);
+  try {
+    (void)br.reserve(MemoryType::HOST, 2 * MiB);
+    ADD_FAILURE() << "no error";
+  } catch (const std::bad_alloc& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot reserve 2.00 MiB of HOST"), std::string::npos)
+        << e.what();
+  }
+}

@@ -25,14 +25,24 @@ enum class Feed {
   hashed_table,   // the table itself, hashed by the Shuffler: insert_finished(table, keys)
 };
 
+/// The size of a shuffle_rank: rows of this rank's input and partitions; 0 for the defaults
+/// (3000 + 1000 x rank rows, 3 x ranks + 1 partitions, so that one rank owns one more).
+struct Shape {
+  std::size_t rows{0};
+  PartID partitions{0};
+  std::uint64_t seed{0};  // added to the tables' seeds
+};
+
 /// Partitions a random table, shuffles it and checks every partition this rank receives;
 /// returns the checksums of its input and of its output (their sums over all ranks must agree).
 inline std::pair<TableChecksum, TableChecksum> shuffle_rank(Communicator& comm, BufferResource& br,
                                                             double skew, OpID op,
-                                                            Feed feed = Feed::streaming) {
-  const PartID total = static_cast<PartID>(3 * comm.nranks() + 1);  // one rank owns one more
+                                                            Feed feed = Feed::streaming,
+                                                            Shape shape = {}) {
+  const PartID total =
+      shape.partitions > 0 ? shape.partitions : static_cast<PartID>(3 * comm.nranks() + 1);
   RandomTableOptions o;
-  o.rows = 3000 + 1000 * static_cast<std::size_t>(comm.rank());
+  o.rows = shape.rows > 0 ? shape.rows : 3000 + 1000 * static_cast<std::size_t>(comm.rank());
   o.types = {TypeId::INT32, TypeId::STRING, TypeId::FLOAT64, TypeId::INT64};
   o.null_fraction = 0.1;
   if (feed != Feed::streaming) {  // what direct chunks take
@@ -41,7 +51,7 @@ inline std::pair<TableChecksum, TableChecksum> shuffle_rank(Communicator& comm, 
   }
   o.skew = skew;
   o.key_cardinality = 200;
-  o.seed = 1000 * op + static_cast<std::uint64_t>(comm.rank());
+  o.seed = 1000 * op + static_cast<std::uint64_t>(comm.rank()) + 7 * shape.seed;
   auto table = std::make_shared<Table>(random_table(o, br));
   const TableChecksum in = checksum(table->view(), 1);
 
@@ -50,11 +60,13 @@ inline std::pair<TableChecksum, TableChecksum> shuffle_rank(Communicator& comm, 
     const std::size_t keys[] = {0};
     shuffler.insert_finished(std::move(*table), keys, 7);
   } else if (feed == Feed::direct_table) {
-    // Uneven ranges, one of them empty: partition p holds rows [offsets[p], offsets[p + 1]).
+    // Uneven ranges, one of them empty (not the last, which ends at the last row): partition p
+    // holds rows [offsets[p], offsets[p + 1]).
     std::vector<std::size_t> offsets{0};
     for (PartID pid = 0; pid < total; ++pid) {
-      offsets.push_back(pid == 1 ? offsets.back()
-                                 : table->num_rows() * (pid + 1) * (pid + 1) / (total * total));
+      offsets.push_back(pid == 1 && pid + 1 < total
+                            ? offsets.back()
+                            : table->num_rows() * (pid + 1) * (pid + 1) / (total * total));
     }
     shuffler.insert_finished(std::move(table), offsets);
   } else {

@@ -2,6 +2,7 @@
 // checksums of all ranks' inputs and outputs, summed over the ranks, agree.
 #include "mpi_test_main.hpp"
 #include "shuffle/shuffle_common.hpp"
+#include "shuffle/soak_common.hpp"
 
 #include <mpi.h>
 
@@ -58,6 +59,24 @@ TEST(MpiShuffle, FiveHundredShufflesOnOneOpId) {
   const TableChecksum all_out = sum_over_ranks(out);
   EXPECT_GT(all_in.rows, 0U);
   EXPECT_EQ(all_in, all_out) << "rows in " << all_in.rows << ", out " << all_out.rows;
+  comm_->barrier();
+}
+
+// The soak under mpirun (scripts/soak.sh runs it long): random shapes, feeds and skew, one
+// after another on one op id; after each, every tier's used bytes are back to zero.
+TEST(MpiShuffle, SoakOfRandomShapesLeavesNothingBehind) {
+  const int shuffles = test::soak_shuffles(10);
+  for (int i = 0; i < shuffles; ++i) {
+    const test::SoakCase c = test::soak_case(2, i);  // the same on every rank
+    const auto [in, out] = test::shuffle_rank(*comm_, *br_, c.skew, 7, c.feed, c.shape);
+    const TableChecksum all_in = sum_over_ranks(in);
+    const TableChecksum all_out = sum_over_ranks(out);
+    ASSERT_EQ(all_in, all_out) << "shuffle " << i << ": rows in " << all_in.rows << ", out "
+                               << all_out.rows;
+    for (MemoryType t : all_memory_types) {
+      EXPECT_EQ(br_->used(t), 0U) << "shuffle " << i << ": " << to_string(t);
+    }
+  }
   comm_->barrier();
 }
 

@@ -2,6 +2,8 @@
 /// @file error.hpp
 /// The exception hierarchy of spillway and the check macros that throw it.
 
+#include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -19,10 +21,17 @@ class cuda_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// A limit could not be met even after spilling; the message gives used/limit per tier.
-class out_of_memory : public std::runtime_error {
+/// A limit could not be met even after spilling; the message gives used/limit per tier. A
+/// std::bad_alloc (as RMM's out_of_memory), so that code catching allocation failures sees it.
+class out_of_memory : public std::bad_alloc {
  public:
-  using std::runtime_error::runtime_error;
+  explicit out_of_memory(const std::string& what)
+      : what_{std::make_shared<const std::string>(what)} {}
+  explicit out_of_memory(const char* what) : out_of_memory(std::string(what)) {}
+  [[nodiscard]] const char* what() const noexcept override { return what_->c_str(); }
+
+ private:
+  std::shared_ptr<const std::string> what_;  // shared: copying the exception cannot throw
 };
 
 /// A file operation failed, or spilled data came back different (checksum mismatch).
