@@ -1,0 +1,278 @@
+#pragma once
+// Private to the shuffle: the Shuffler's state and the steps of its protocols, whose
+// definitions are split by concept: shuffler.cpp (the public calls, finish counting and the
+// progress function), plain_chunks.cpp (the postboxes with the send budget, and the landing of
+// incoming chunks in the first tier with room) and direct_chunks.cpp (chunks received straight
+// into their partition's final buffer).
+
+#include <spillway/comm/progress_thread.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/core/event.hpp>
+#include <spillway/memory/spillable_store.hpp>
+#include <spillway/shuffle/shuffler.hpp>
+
+#include "../../table/pack_format.hpp"
+#include "../wire.hpp"
+
+#include <algorithm>
+#include <array>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace spillway {
+
+struct Shuffler::Impl {
+  static constexpr std::uint8_t stage_chunk = 0;
+  static constexpr std::uint8_t stage_payload = 1;
+  static constexpr std::uint8_t stage_finish = 2;
+  static constexpr std::uint8_t stage_direct =
+      3;  // the columns of direct chunks (3 + column group)
+  /// Column groups insert_finished places a table to hash in (see there): more start the first
+  /// sends sooner, but each repeats the place pass's per-row work and the last ones finish
+  /// every partition at about the same time. 20 GiB of 10 int32 columns per rank on 2 x H200
+  /// (bench/NOTES.md): 3/4/5/10 groups gave 515/531/550/486 GiB/s (-C local), 5 and 10 gave
+  /// 454 and 363 (-C mpi); 406 and 389 packing all partitions first.
+  static constexpr std::size_t place_groups = 5;
+
+  /// Whether a chunk of this layout can go straight into its owner's final buffer: every
+  /// column's rows are one run of bytes there (no mask bits or string offsets to shift).
+  static bool direct_ok(const detail::PackLayout& l) {
+    return std::all_of(l.columns.begin(), l.columns.end(), [](const detail::ColumnLayout& c) {
+      return is_fixed_width(c.type) && !c.nullable;
+    });
+  }
+
+  /// The group of column `c` of `columns` when a sender sends its direct chunks' columns in
+  /// `groups` groups: each group's pieces carry the tag stage stage_direct + group, so that a
+  /// group placed early need not wait behind one placed later (insert_finished of a table to
+  /// hash), whatever order the owner posts its receives in.
+  static std::uint8_t group_of(std::size_t c, std::size_t columns, std::uint32_t groups) {
+    return static_cast<std::uint8_t>(c * groups / columns);
+  }
+
+  static bool same_schema(const detail::PackLayout& a, const detail::PackLayout& b) {
+    return std::equal(a.columns.begin(), a.columns.end(), b.columns.begin(), b.columns.end(),
+                      [](const detail::ColumnLayout& x, const detail::ColumnLayout& y) {
+                        return x.type == y.type && x.nullable == y.nullable && x.name == y.name;
+                      });
+  }
+
+  /// The columns and names of `l`, without rows (what make_layout needs).
+  static TableView schema_of(const detail::PackLayout& l) {
+    TableView v;
+    for (const auto& c : l.columns) {
+      v.columns.push_back(ColumnView{.type = c.type});
+      v.names.push_back(c.name);
+    }
+    return v;
+  }
+
+  static constexpr std::array<MemoryType, 3> landing_order{
+      MemoryType::DEVICE, MemoryType::PINNED_HOST, MemoryType::HOST};
+
+  Impl(Communicator& c, OpID o, std::uint8_t g, PartID t, BufferResource& b, PartitionOwner own)
+      : comm{c},
+        op{o},
+        generation{g},
+        total{t},
+        br{b},
+        owner_of(t),
+        me{c.rank()},
+        n{c.nranks()},
+        outgoing_store{b},
+        incoming_store{b},
+        sent(static_cast<std::size_t>(c.nranks())),
+        direct_groups(static_cast<std::size_t>(c.nranks()), 1) {
+    for (PartID pid = 0; pid < total; ++pid) {
+      const Rank r = own(pid, n);
+      SPILLWAY_EXPECTS(r >= 0 && r < n, "the partition owner gave rank " + std::to_string(r) +
+                                            " for partition " + std::to_string(pid));
+      owner_of[pid] = r;
+      if (r == me) local.push_back(pid);
+    }
+  }
+
+  [[nodiscard]] Tag tag(std::uint8_t stage) const { return Tag{op, stage, generation}; }
+  [[nodiscard]] Tag direct_tag(std::uint32_t group) const {
+    return tag(static_cast<std::uint8_t>(stage_direct + group));
+  }
+
+  /// Under `mutex`.
+  [[nodiscard]] bool complete(PartID pid) const {
+    if (finishes != n) return false;
+    const auto e = expected.find(pid);
+    const auto r = received.find(pid);
+    return (e == expected.end() ? 0 : e->second) == (r == received.end() ? 0 : r->second);
+  }
+
+  /// Under `mutex`: "; partition 3: 2 of 4 chunks, ..." for the incomplete local partitions
+  /// ("2 chunks so far" while some ranks' counts have not arrived: the total is not known).
+  [[nodiscard]] std::string missing() const {
+    std::string out;
+    for (PartID pid : local) {
+      if (complete(pid) || out.size() > 200) continue;
+      const auto e = expected.find(pid);
+      const auto r = received.find(pid);
+      out += "; partition " + std::to_string(pid) + ": " +
+             std::to_string(r == received.end() ? 0 : r->second);
+      out += finishes == n
+                 ? " of " + std::to_string(e == expected.end() ? 0 : e->second) + " chunks"
+                 : " chunks so far";
+    }
+    return out;
+  }
+
+  /// A direct chunk on its sender: its rows' layout and a view of each column's bytes.
+  struct DirectChunk {
+    detail::PackLayout layout;
+    std::vector<std::unique_ptr<Buffer>> columns;
+  };
+
+  ProgressThread::Progress progress();
+  [[nodiscard]] ProgressThread::Progress idle_or_busy(std::size_t moved_before) const {
+    return moved == moved_before ? ProgressThread::Progress::idle : ProgressThread::Progress::busy;
+  }
+  void send_ready();
+  void post_receives();
+  void read_finishes();
+  void complete_transfers();
+  /// insert_finished(): counts this rank's chunks per partition, queues `chunks` (direct; their
+  /// columns in `groups` groups, see group_of) and tells every rank.
+  void finish(std::map<PartID, DirectChunk> chunks, std::uint32_t groups = 1);
+  /// Once every rank has finished: allocates each direct partition's final buffer, in
+  /// partition order, and posts the receives into it (and copies this rank's own chunk in).
+  void post_direct();
+  void complete_direct();
+  struct DirectPartition;
+  /// Calls fn(source rank, column, offset in the final buffer, bytes) for each nonempty
+  /// column of each source's chunk of `d`.
+  template <typename Fn>
+  void for_each_piece(const DirectPartition& d, Fn&& fn);
+  /// Copies this rank's own chunk of `d` into its final buffer (GPU copies on own_stream,
+  /// recorded in d.copied).
+  void copy_own(DirectPartition& d);
+  /// Counts `bytes` received into `landing` as recv-into-host-memory when that is not the GPU.
+  void count_landing(const Buffer& landing, std::size_t bytes) {
+    if (landing.mem_type() != MemoryType::DEVICE && br.is_live(MemoryType::DEVICE)) {
+      br.statistics().add_bytes("recv-into-host-memory", static_cast<double>(bytes));
+    }
+  }
+  /// Reserves memory for an incoming payload in the first tier with room; nullopt while there
+  /// is none (for up to the communicator's timeout, then out_of_memory).
+  std::optional<MemoryReservation> reserve_landing(std::size_t bytes);
+
+  Communicator& comm;
+  const OpID op;
+  const std::uint8_t generation;  // which use of `op` on this communicator (in every tag)
+  const PartID total;
+  BufferResource& br;
+  std::vector<Rank> owner_of;
+  const Rank me;
+  const int n;
+  std::vector<PartID> local;
+  SpillableStore outgoing_store;
+  SpillableStore incoming_store;
+
+  struct Outgoing {
+    Rank dst;
+    PartID pid;
+    std::vector<std::uint8_t> metadata;
+    SpillableStore::Key key;
+    std::size_t bytes;
+  };
+  struct Incoming {
+    std::vector<std::uint8_t> metadata;
+    SpillableStore::Key key;
+  };
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<Outgoing> outgoing;
+  std::map<PartID, std::vector<Incoming>> incoming;
+  std::map<PartID, std::uint64_t> received;  // chunks arrived, per local partition
+  std::map<PartID, std::uint64_t> expected;  // chunks sent to us, summed over finish messages
+  int finishes{0};                           // finish messages seen (our own included)
+  std::vector<std::map<PartID, std::uint64_t>> sent;  // per destination rank
+  std::set<PartID> handed_out;
+  std::set<PartID> extracted;
+  bool joined{false};  // insert() or insert_finished() was called: receives may be posted
+  bool inserts_done{false};
+  bool progress_done{false};  // every chunk sent and every local partition complete
+  std::exception_ptr error;
+
+  // Used by the progress thread only.
+  std::vector<std::unique_ptr<Future>> sends;
+  std::size_t send_bytes{0};  // payload bytes of `sends`
+  /// A send holds its buffer, unspillable, until the peer has taken it: at most this many
+  /// bytes are in flight (always at least one chunk), a quarter of the smallest limit of a
+  /// memory tier; the other chunks wait, spillable, in outgoing_store.
+  std::size_t send_budget{send_budget_of(br)};
+  struct Receive {
+    std::unique_ptr<Future> future;
+    PartID pid;
+    std::vector<std::uint8_t> metadata;
+  };
+  std::vector<Receive> receives;
+  /// Chunk headers whose payload could not be given memory yet (every tier full of data that
+  /// cannot spill, such as transfers in flight); retried, in arrival order, on every round.
+  struct Deferred {
+    Rank source;
+    detail::ChunkHeader header;
+  };
+  std::deque<Deferred> deferred;
+  std::optional<std::chrono::steady_clock::time_point> deferred_since;  // memory short since
+
+  /// A local partition with direct chunks: each sender's rank and layout (from its finish
+  /// message), then the final buffer and the transfers into it.
+  struct DirectPartition {
+    std::vector<std::pair<Rank, detail::PackLayout>> sources;
+    std::optional<DirectChunk> own;  // this rank's chunk, copied in by post_direct
+    detail::PackLayout layout;       // the final buffer's
+    std::unique_ptr<Buffer> buffer;  // set when its receives are posted; before `receives`,
+                                     // which write into it
+    std::vector<std::unique_ptr<Future>> receives;
+    Event copied;  // this rank's own chunk copied in (GPU copies)
+  };
+  // Filled under `mutex` until every rank has finished; then used by the progress thread only.
+  std::map<PartID, DirectPartition> direct;
+  struct DirectPiece {
+    Rank dst;
+    std::uint8_t group;
+    std::unique_ptr<Buffer> view;
+  };
+  std::deque<DirectPiece> direct_out;                 // under `mutex`
+  std::vector<std::uint32_t> direct_groups;           // per sender, under `mutex`
+  std::vector<std::unique_ptr<Future>> direct_sends;  // the progress thread's
+  bool direct_started{false};                         // the progress thread's
+  /// The progress thread's stream for copying this rank's own direct chunks: kept off the
+  /// resource's stream, so that transfers posted later (whose start waits for what that
+  /// stream holds) do not wait for them.
+  std::optional<OwningStream> own_stream;
+  /// The progress thread's stream for allocating direct partitions' final buffers: a receive
+  /// waits for what its buffer's stream holds, and the resource's stream may hold this rank's
+  /// own partitioning (insert_finished of a table to hash), which the peers' bytes need not
+  /// wait for.
+  std::optional<OwningStream> landing_stream;
+
+  static std::size_t send_budget_of(const BufferResource& b) {
+    std::size_t budget = unlimited_bytes;
+    for (MemoryType t : {MemoryType::DEVICE, MemoryType::PINNED_HOST, MemoryType::HOST}) {
+      if (b.is_live(t) && b.limit(t) != unlimited_bytes) budget = std::min(budget, b.limit(t) / 4);
+    }
+    return budget;
+  }
+  ProgressThread::FunctionID function{0};
+  /// Things the progress function did (posts, completions, messages read): unchanged over a
+  /// call, the call was idle and the progress thread may back off.
+  std::size_t moved{0};
+  double loop_seconds{0};  // the progress function's time and calls (event-loop-total)
+  std::size_t loop_calls{0};
+};
+
+}  // namespace spillway
