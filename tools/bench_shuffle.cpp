@@ -75,9 +75,9 @@
 
 using namespace spillway;
 using spillway::bench::Options;
-using spillway::bench::RunResult;
 using spillway::bench::parse;
 using spillway::bench::rank_config;
+using spillway::bench::RunResult;
 using Clock = std::chrono::steady_clock;
 
 namespace {

@@ -86,26 +86,19 @@ TEST(Options, EnvironmentIsRead) {
 
 TEST(Options, BadEnvironmentNamesTheVariable) {
   OptionsGuard guard;
-  for (const auto& [name, value] :
-       std::vector<std::pair<std::string, std::string>>{{"SPILLWAY_HOST_LIMIT", "lots"},
-                                                        {"SPILLWAY_DEVICE_ALLOCATOR", "magic"},
-                                                        {"SPILLWAY_PINNED_POOL", "yes"},
-                                                        {"SPILLWAY_PINNED_RESERVE", "some"},
-                                                        {"SPILLWAY_LOG_LEVEL", "loud"},
-                                                        {"SPILLWAY_IO_THREADS", "0"},
-                                                        {"SPILLWAY_IO_TASK_SIZE", "0"},
-                                                        {"SPILLWAY_IO_DIRECT", "maybe"},
-                                                        {"SPILLWAY_COMM_TIMEOUT", "-1"},
-                                                        {"SPILLWAY_COMM_TIMEOUT", "0.0001"},
-                                                        {"SPILLWAY_SPILL_PERIOD_MS", "-1"},
-                                                        {"SPILLWAY_SPILL_PERIOD_MS", "10ms"},
-                                                        {"SPILLWAY_IO_THREADS", "1.5"},
-                                                        {"SPILLWAY_IO_THREADS", "4k"},
-                                                        {"SPILLWAY_IO_GDS", "yes"},
-                                                        {"SPILLWAY_IO_NUMA", "auto"},
-                                                        {"SPILLWAY_MPI_IPC_WINDOW", "big"},
-                                                        {"SPILLWAY_MPI_IPC_SLOT", "0"},
-                                                        {"SPILLWAY_MPI_IPC_SLOT", "2GiB"}}) {
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"SPILLWAY_HOST_LIMIT", "lots"},    {"SPILLWAY_DEVICE_ALLOCATOR", "magic"},
+           {"SPILLWAY_PINNED_POOL", "yes"},    {"SPILLWAY_PINNED_RESERVE", "some"},
+           {"SPILLWAY_LOG_LEVEL", "loud"},     {"SPILLWAY_IO_THREADS", "0"},
+           {"SPILLWAY_IO_TASK_SIZE", "0"},     {"SPILLWAY_IO_DIRECT", "maybe"},
+           {"SPILLWAY_COMM_TIMEOUT", "-1"},    {"SPILLWAY_COMM_TIMEOUT", "0.0001"},
+           {"SPILLWAY_SPILL_PERIOD_MS", "-1"}, {"SPILLWAY_SPILL_PERIOD_MS", "10ms"},
+           {"SPILLWAY_MEMORY_WAIT_MS", "-1"},  {"SPILLWAY_MEMORY_WAIT_MS", "1s"},
+           {"SPILLWAY_PROGRESS_SPIN_US", "x"}, {"SPILLWAY_PROGRESS_SPIN_US", "2.5"},
+           {"SPILLWAY_IO_THREADS", "1.5"},     {"SPILLWAY_IO_THREADS", "4k"},
+           {"SPILLWAY_IO_GDS", "yes"},         {"SPILLWAY_IO_NUMA", "auto"},
+           {"SPILLWAY_MPI_IPC_WINDOW", "big"}, {"SPILLWAY_MPI_IPC_SLOT", "0"},
+           {"SPILLWAY_MPI_IPC_SLOT", "2GiB"}}) {
     EnvGuard env;
     env.set(name, value);
     try {
@@ -114,7 +107,8 @@ TEST(Options, BadEnvironmentNamesTheVariable) {
     } catch (const logic_error& e) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
       // A count or a time is not called a byte size.
-      if (name == "SPILLWAY_SPILL_PERIOD_MS" || name == "SPILLWAY_IO_THREADS") {
+      if (name == "SPILLWAY_SPILL_PERIOD_MS" || name == "SPILLWAY_IO_THREADS" ||
+          name == "SPILLWAY_MEMORY_WAIT_MS" || name == "SPILLWAY_PROGRESS_SPIN_US") {
         EXPECT_EQ(std::string(e.what()).find("byte size"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("whole number"), std::string::npos) << e.what();
       }
