@@ -63,9 +63,12 @@ TEST(MpiShuffle, FiveHundredShufflesOnOneOpId) {
 }
 
 // The soak under mpirun (scripts/soak.sh runs it long): random shapes, feeds and skew, one
-// after another on one op id; after each, every tier's used bytes are back to zero.
+// after another on one op id; after each, every tier's used bytes are back where they were
+// before the first (the communicator holds its CUDA IPC window on a GPU for its lifetime).
 TEST(MpiShuffle, SoakOfRandomShapesLeavesNothingBehind) {
   const int shuffles = test::soak_shuffles(10);
+  std::array<std::size_t, 4> before{};
+  for (MemoryType t : all_memory_types) before[index(t)] = br_->used(t);
   for (int i = 0; i < shuffles; ++i) {
     const test::SoakCase c = test::soak_case(2, i);  // the same on every rank
     const auto [in, out] = test::shuffle_rank(*comm_, *br_, c.skew, 7, c.feed, c.shape);
@@ -74,7 +77,7 @@ TEST(MpiShuffle, SoakOfRandomShapesLeavesNothingBehind) {
     ASSERT_EQ(all_in, all_out) << "shuffle " << i << ": rows in " << all_in.rows << ", out "
                                << all_out.rows;
     for (MemoryType t : all_memory_types) {
-      EXPECT_EQ(br_->used(t), 0U) << "shuffle " << i << ": " << to_string(t);
+      EXPECT_EQ(br_->used(t), before[index(t)]) << "shuffle " << i << ": " << to_string(t);
     }
   }
   comm_->barrier();
