@@ -5,7 +5,7 @@
 #include <spillway/table/generator.hpp>
 #include <spillway/table/pack.hpp>
 
-#include "shuffle/wire.hpp"
+#include "shuffle/detail/wire.hpp"
 
 #include <cstdint>
 #include <cstdio>

@@ -8,8 +8,8 @@
 #include <spillway/core/options.hpp>
 #include <spillway/core/units.hpp>
 
+#include "comm/detail/mpi_ipc.hpp"
 #include "detail/mpi_request.hpp"
-#include "mpi_ipc.hpp"
 
 #include <mpi.h>
 

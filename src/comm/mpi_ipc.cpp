@@ -1,4 +1,4 @@
-#include "mpi_ipc.hpp"
+#include "comm/detail/mpi_ipc.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/logging.hpp>

@@ -1,4 +1,4 @@
-#include "mpi_join.hpp"
+#include "comm/detail/mpi_join.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/options.hpp>

@@ -4,7 +4,7 @@
 #include <spillway/comm/mpi_world.hpp>
 #include <spillway/core/error.hpp>
 
-#include "mpi_join.hpp"
+#include "comm/detail/mpi_join.hpp"
 
 #include <mpi.h>
 

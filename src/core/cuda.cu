@@ -6,7 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda_try.hpp"
+#include "core/detail/cuda_try.hpp"
 
 #include <array>
 #include <cctype>

@@ -1,10 +1,10 @@
-#include "bounce_lanes.hpp"
+#include "io/detail/bounce_lanes.hpp"
 
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/options.hpp>
 #include <spillway/core/topology.hpp>
 
-#include "tasks.hpp"
+#include "io/detail/tasks.hpp"
 
 #include <algorithm>
 

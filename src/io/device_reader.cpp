@@ -3,9 +3,9 @@
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 
-#include "bounce_lanes.hpp"
-#include "gds.hpp"
-#include "tasks.hpp"
+#include "io/detail/bounce_lanes.hpp"
+#include "io/detail/gds.hpp"
+#include "io/detail/tasks.hpp"
 
 #include <fcntl.h>
 

@@ -5,7 +5,7 @@
 #include <spillway/io/device_reader.hpp>
 #include <spillway/io/device_writer.hpp>
 
-#include "bounce_lanes.hpp"
+#include "io/detail/bounce_lanes.hpp"
 
 #include <sys/stat.h>
 

@@ -1,6 +1,6 @@
-#include "gds.hpp"
+#include "io/detail/gds.hpp"
 
-#include "tasks.hpp"
+#include "io/detail/tasks.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/logging.hpp>

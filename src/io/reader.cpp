@@ -3,7 +3,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/core/options.hpp>
 
-#include "tasks.hpp"
+#include "io/detail/tasks.hpp"
 
 #include <fcntl.h>
 

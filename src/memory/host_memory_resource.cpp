@@ -59,28 +59,14 @@ void* map_aligned(std::size_t size, std::size_t align) {
   return reinterpret_cast<void*>(start);
 }
 
-// Under AddressSanitizer every block comes from the C++ heap, where it checks overflows and
-// uses after free (slabs and mappings are invisible to it); the charges stay the same. (Not
-// under ThreadSanitizer, which checks the slabs' locking.)
+// Under AddressSanitizer every block comes from the C++ heap (aligned as it would be), where it
+// checks overflows and uses after free: slabs and mappings are invisible to it. The charges
+// stay the same. (Not under ThreadSanitizer, which checks the slabs' locking.)
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool sanitized = true;
 #else
 constexpr bool sanitized = false;
 #endif
-
-void* sanitizer_allocate(std::size_t bytes) {
-  SPILLWAY_EXPECTS(
-      bytes <= std::numeric_limits<std::size_t>::max() / 2,
-      "a host allocation of " + std::to_string(bytes) + " bytes is larger than any memory",
-      out_of_memory);
-  void* p = ::operator new (bytes, std::align_val_t{page}, std::nothrow);
-  if (p == nullptr) {
-    SPILLWAY_FAIL(
-        "the system refused a host allocation of " + format_bytes(static_cast<double>(bytes)),
-        out_of_memory);
-  }
-  return p;
-}
 
 void* system_allocate(std::size_t bytes) {
   // Sizes whose rounding would wrap (within a huge page of SIZE_MAX) are refused, not rounded
@@ -90,7 +76,8 @@ void* system_allocate(std::size_t bytes) {
       "a host allocation of " + std::to_string(bytes) + " bytes is larger than any memory",
       out_of_memory);
   const std::size_t align = alignment_for(bytes);
-  void* p = map_aligned(rounded(bytes), align);
+  void* p = sanitized ? ::operator new (rounded(bytes), std::align_val_t{align}, std::nothrow)
+                      : map_aligned(rounded(bytes), align);
   if (p == nullptr) {
     SPILLWAY_FAIL("the system refused a host allocation of " +
                       format_bytes(static_cast<double>(bytes)) +
@@ -101,7 +88,11 @@ void* system_allocate(std::size_t bytes) {
   return p;
 }
 void system_free(void* p, std::size_t bytes) noexcept {
-  ::munmap(p, rounded(bytes));
+  if constexpr (sanitized) {
+    ::operator delete (p, std::align_val_t{alignment_for(bytes)});
+  } else {
+    ::munmap(p, rounded(bytes));
+  }
 }
 }  // namespace
 
@@ -197,8 +188,10 @@ void HostMemoryResource::trim_to(std::size_t bytes) noexcept {
 }
 
 void* HostMemoryResource::do_allocate(std::size_t bytes, Stream /*stream*/) {
-  if constexpr (sanitized) return sanitizer_allocate(bytes);
-  if (bytes <= largest_class) return slab_allocate(bytes);
+  if (bytes <= largest_class) {
+    if constexpr (sanitized) return ::operator new (bytes, std::align_val_t{smallest_class});
+    return slab_allocate(bytes);
+  }
   if (bytes >= cache_threshold) {
     std::lock_guard lock(mutex_);
     auto it = free_.find(rounded(bytes));
@@ -213,12 +206,12 @@ void* HostMemoryResource::do_allocate(std::size_t bytes, Stream /*stream*/) {
 }
 
 void HostMemoryResource::do_deallocate(void* ptr, std::size_t bytes, Stream /*stream*/) noexcept {
-  if constexpr (sanitized) {
-    ::operator delete (ptr, std::align_val_t{page});
-    return;
-  }
   if (bytes <= largest_class) {
-    slab_deallocate(ptr);
+    if constexpr (sanitized) {
+      ::operator delete (ptr, std::align_val_t{smallest_class});
+    } else {
+      slab_deallocate(ptr);
+    }
     return;
   }
   const std::size_t size = rounded(bytes);

@@ -1,6 +1,6 @@
-#include "wire.hpp"
+#include "shuffle/detail/wire.hpp"
 
-#include "../core/byte_codec.hpp"
+#include "core/detail/byte_codec.hpp"
 
 #include <spillway/core/error.hpp>
 

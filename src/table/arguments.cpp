@@ -1,4 +1,4 @@
-#include "arguments.hpp"
+#include "table/detail/arguments.hpp"
 
 #include <spillway/core/error.hpp>
 

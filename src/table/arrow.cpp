@@ -2,7 +2,7 @@
 
 #include <spillway/core/error.hpp>
 
-#include "cpu_threads.hpp"
+#include "table/detail/cpu_threads.hpp"
 
 #include <cstdint>
 #include <cstring>

@@ -1,7 +1,7 @@
 #include <spillway/table/checksum.hpp>
 
-#include "checksum_hash.hpp"
-#include "cpu_threads.hpp"
+#include "table/detail/checksum_hash.hpp"
+#include "table/detail/cpu_threads.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "cpu_threads.hpp"
+#include "table/detail/cpu_threads.hpp"
 
 #include <algorithm>
 #include <cstring>

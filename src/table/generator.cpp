@@ -2,8 +2,8 @@
 
 #include <spillway/core/error.hpp>
 
-#include "cpu_threads.hpp"
-#include "random_values.hpp"
+#include "table/detail/cpu_threads.hpp"
+#include "table/detail/random_values.hpp"
 
 #include <cstring>
 #include <random>

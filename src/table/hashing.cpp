@@ -1,6 +1,6 @@
 #include <spillway/table/hashing.hpp>
 
-#include "type_dispatch.hpp"
+#include "table/detail/type_dispatch.hpp"
 
 #include <algorithm>
 

@@ -5,9 +5,9 @@
 #include <spillway/stats/memory_profiler.hpp>
 #include <spillway/table/gpu.hpp>
 
-#include "arguments.hpp"
-#include "cpu_threads.hpp"
-#include "pack_format.hpp"
+#include "table/detail/arguments.hpp"
+#include "table/detail/cpu_threads.hpp"
+#include "table/detail/pack_format.hpp"
 
 #include <cstring>
 #include <optional>

@@ -1,6 +1,6 @@
-#include "pack_format.hpp"
+#include "table/detail/pack_format.hpp"
 
-#include "../core/byte_codec.hpp"
+#include "core/detail/byte_codec.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>

@@ -4,9 +4,9 @@
 #include <spillway/memory/memory_step.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 
-#include "arguments.hpp"
-#include "cpu_threads.hpp"
-#include "pack_format.hpp"
+#include "table/detail/arguments.hpp"
+#include "table/detail/cpu_threads.hpp"
+#include "table/detail/pack_format.hpp"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>

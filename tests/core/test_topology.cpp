@@ -7,7 +7,7 @@
 #include <fstream>
 #include <thread>
 
-#include "../common.hpp"
+#include "common.hpp"
 
 using namespace spillway;
 namespace fs = std::filesystem;

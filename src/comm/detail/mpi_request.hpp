@@ -10,7 +10,7 @@
 #include <spillway/core/options.hpp>
 #include <spillway/core/units.hpp>
 
-#include "../mpi_ipc.hpp"
+#include "comm/detail/mpi_ipc.hpp"
 
 #include <mpi.h>
 

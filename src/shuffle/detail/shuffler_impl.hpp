@@ -11,8 +11,8 @@
 #include <spillway/memory/spillable_store.hpp>
 #include <spillway/shuffle/shuffler.hpp>
 
-#include "../../table/pack_format.hpp"
-#include "../wire.hpp"
+#include "shuffle/detail/wire.hpp"
+#include "table/detail/pack_format.hpp"
 
 #include <algorithm>
 #include <array>

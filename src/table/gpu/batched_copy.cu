@@ -1,9 +1,9 @@
-#include "batched_copy.cuh"
+#include "table/gpu/detail/batched_copy.cuh"
 
 #include <spillway/table/column_view.hpp>
 
-#include "../../core/cuda_try.hpp"
-#include "device_column.cuh"
+#include "core/detail/cuda_try.hpp"
+#include "table/gpu/detail/device_column.cuh"
 
 #include <vector>
 

@@ -4,9 +4,9 @@
 // 8 rows of a column per thread in vector loads, with the column descriptors in shared memory.
 #include <spillway/table/gpu.hpp>
 
-#include "../../core/cuda_try.hpp"
-#include "../checksum_hash.hpp"
-#include "device_column.cuh"
+#include "core/detail/cuda_try.hpp"
+#include "table/detail/checksum_hash.hpp"
+#include "table/gpu/detail/device_column.cuh"
 
 #include <cub/block/block_reduce.cuh>
 

@@ -7,10 +7,10 @@
 #include <spillway/memory/memory_step.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 
-#include "../../core/cuda_try.hpp"
-#include "../arguments.hpp"
-#include "batched_copy.cuh"
-#include "device_column.cuh"
+#include "core/detail/cuda_try.hpp"
+#include "table/detail/arguments.hpp"
+#include "table/gpu/detail/batched_copy.cuh"
+#include "table/gpu/detail/device_column.cuh"
 
 #include <array>
 #include <optional>

@@ -6,12 +6,12 @@
 #include <spillway/memory/memory_step.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 
-#include "../../core/cuda_try.hpp"
-#include "../arguments.hpp"
-#include "../pack_format.hpp"
-#include "batched_copy.cuh"
-#include "device_column.cuh"
-#include "packed_outputs.hpp"
+#include "core/detail/cuda_try.hpp"
+#include "table/detail/arguments.hpp"
+#include "table/detail/pack_format.hpp"
+#include "table/gpu/detail/batched_copy.cuh"
+#include "table/gpu/detail/device_column.cuh"
+#include "table/gpu/detail/packed_outputs.hpp"
 
 #include <string>
 

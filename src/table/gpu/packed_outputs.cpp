@@ -1,4 +1,4 @@
-#include "packed_outputs.hpp"
+#include "table/gpu/detail/packed_outputs.hpp"
 
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>

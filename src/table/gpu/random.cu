@@ -1,9 +1,9 @@
 // random_int32_table on the GPU: the CPU's counter-based values (random_values.hpp).
 #include <spillway/table/gpu.hpp>
 
-#include "../../core/cuda_try.hpp"
-#include "../random_values.hpp"
-#include "device_column.cuh"
+#include "core/detail/cuda_try.hpp"
+#include "table/detail/random_values.hpp"
+#include "table/gpu/detail/device_column.cuh"
 
 #include <string>
 

@@ -7,7 +7,7 @@
 #include <spillway/table/column_view.hpp>
 #include <spillway/table/hashing.hpp>
 
-#include "../type_dispatch.hpp"
+#include "table/detail/type_dispatch.hpp"
 
 #include <cstddef>
 #include <cstdint>
