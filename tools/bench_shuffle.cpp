@@ -67,6 +67,7 @@
 #include "alltoallv.hpp"
 #endif
 #include "bench_shuffle_options.hpp"
+#include "bench_shuffle_report.hpp"
 #include "bench_shuffle_result.hpp"
 #include "cli.hpp"
 #include "collective.hpp"
@@ -74,23 +75,15 @@
 #include "timeline.hpp"
 
 using namespace spillway;
+using spillway::bench::fixed;
 using spillway::bench::Options;
 using spillway::bench::parse;
 using spillway::bench::rank_config;
+using spillway::bench::rate;
 using spillway::bench::RunResult;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::string fixed(double v, int digits) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(digits) << v;
-  return os.str();
-}
-
-std::string rate(double bytes, double seconds) {
-  return format_bytes(seconds > 0 ? bytes / seconds : 0) + "/s";
-}
 
 /// One rank of the benchmark.
 class Bench {
@@ -102,7 +95,7 @@ class Bench {
   int run_all() {
     const std::size_t total = o_.out_parts * static_cast<std::size_t>(comm_.nranks());
     const bool print = comm_.rank() == 0;
-    if (print) print_setup();
+    if (print) report().setup();
     measure_pcie();
     std::vector<std::vector<RunResult>> runs;  // [run][rank]
     std::string run_stats = "[";               // this rank's statistics of each timed run
@@ -125,7 +118,7 @@ class Bench {
       }
       const std::string problem = validate(mine, total);
       if (!problem.empty()) ++failed;
-      if (print) print_run(all, i < o_.warmups, problem);
+      if (print) report().run(all, i < o_.warmups, problem);
       if (i >= o_.warmups) runs.push_back(std::move(all));
       if (const double s = run_baseline(mine, total); s > 0 && i >= o_.warmups) {
         baseline_.push_back(s);
@@ -143,9 +136,9 @@ class Bench {
       per_run[static_cast<std::size_t>(r)] = std::move(b);
     });
     if (print) {
-      print_summary(runs);
+      report().summary(runs);
       std::cout << br_.statistics().report("Statistics of rank 0 (of the last run):", o_.profile);
-      if (!o_.json.empty()) write_json(runs, stats, per_run, failed);
+      if (!o_.json.empty()) report().json(runs, stats, per_run, failed);
     }
     if (failed > 0 && print) {
       std::cerr << "spillway-bench-shuffle: " << failed << " run(s) FAILED validation\n";
@@ -481,132 +474,9 @@ class Bench {
               << fixed(pcie_[5], 1) << " GB/s\n";
   }
 
-  void print_setup() const {
-    std::cout << "spillway-bench-shuffle: -C " << o_.comm << " | nranks " << comm_.nranks() << " | "
-              << (gpu_ ? "GPU" : "CPU") << " path | -c " << o_.columns << " -n " << o_.rows
-              << " -p " << o_.in_parts << " -o " << o_.out_parts
-              << (o_.pre_partitioned ? " -g" : "") << (o_.discard ? " -s" : "")
-              << (o_.overlap ? " --overlap" : "")
-              << (direct() ? " | direct chunks" : " | packed chunks") << "\n"
-              << "Local size: " << format_bytes(input_bytes())
-              << " | Total size: " << format_bytes(input_bytes() * comm_.nranks()) << "\n"
-              << "Memory: " << br_.usage() << "\n"
-              << "Device headroom for incoming chunks: "
-              << format_bytes(double(br_.headroom(MemoryType::DEVICE))) << "\n"
-              << "Allocators: " << br_.describe() << "\n";
-    if (o_.no_overbooking) {
-      std::cout << "-b: spillway's limits are hard and reservations never overbook\n";
-    }
-    if (!gpu_ && o_.device_limit_mib >= 0) {
-      std::cout << "-l: the CPU path has no device tier, so -l limits nothing here "
-                   "(--host-limit limits host memory)\n";
-    }
-    if (!gpu_ && o_.allocator) {
-      std::cout << "-m: the CPU path has no device tier, so the device allocator is not used\n";
-    }
-  }
-
-  void print_run(const std::vector<RunResult>& all, bool warmup, const std::string& problem) const {
-    double slowest = 0;
-    for (const auto& r : all) slowest = std::max(slowest, r.seconds);
-    const double mine = all[0].seconds;
-    std::cout << "elapsed: " << fixed(mine, 4)
-              << " sec | local throughput: " << rate(input_bytes(), mine)
-              << " | global throughput: " << rate(input_bytes() * double(all.size()), slowest)
-              << (warmup ? " (warmup run)" : "") << " | excluded " << fixed(all[0].excluded, 3)
-              << " s | " << (problem.empty() ? "validated" : "INVALID: " + problem) << "\n";
-  }
-
-  void print_summary(const std::vector<std::vector<RunResult>>& runs) const {
-    std::vector<double> mine, slowest;
-    std::uint64_t peak = 0;
-    std::uint64_t peak_host = 0;
-    for (const auto& all : runs) {
-      double s = 0;
-      for (const auto& r : all) {
-        s = std::max(s, r.seconds);
-        peak = std::max(peak, r.peak_device);
-        peak_host = std::max(peak_host, r.peak_host);
-      }
-      mine.push_back(all[0].seconds);
-      slowest.push_back(s);
-    }
-    auto harmonic_mean = [](const std::vector<double>& v) {
-      double inv = 0;
-      for (double s : v) inv += 1 / s;
-      return double(v.size()) / inv;
-    };
-    const double n = double(comm_.nranks());
-    std::cout << "means: " << fixed(harmonic_mean(mine), 4)
-              << " sec | local throughput: " << rate(input_bytes(), harmonic_mean(mine))
-              << " | global throughput: " << rate(input_bytes() * n, harmonic_mean(slowest))
-              << " | in_parts: " << o_.in_parts << " | out_parts: " << o_.out_parts
-              << " | nranks: " << comm_.nranks();
-    if (gpu_) {
-      std::cout << " | device memory peak: " << format_bytes(double(peak)) << " ("
-                << fixed(double(peak) / input_bytes(), 2) << " x input; limit "
-                << (br_.limit(MemoryType::DEVICE) == unlimited_bytes
-                        ? std::string("none")
-                        : format_bytes(double(br_.limit(MemoryType::DEVICE))))
-                << ")";
-    }
-    rusage self{};
-    getrusage(RUSAGE_SELF, &self);  // ru_maxrss: KiB (local ranks share the process)
-    std::cout << " | host memory peak: " << format_bytes(double(peak_host))
-              << " | process max RSS: " << format_bytes(double(self.ru_maxrss) * 1024.0) << "\n";
-    std::cout << "medians: elapsed " << fixed(cli::median(mine), 4)
-              << " sec | local throughput: " << rate(input_bytes(), cli::median(mine))
-              << " | global throughput: " << rate(input_bytes() * n, cli::median(slowest)) << "\n";
-    if (!baseline_.empty()) {
-      const double base = cli::median(baseline_);
-      std::cout << "MPI_Alltoallv of the same bytes (own block included), after each run: median "
-                << fixed(base, 4) << " sec | global throughput: " << rate(input_bytes() * n, base)
-                << "\nratio shuffle / MPI_Alltoallv (global throughput, medians): "
-                << fixed(base / cli::median(slowest), 3) << "\n";
-    }
-  }
-
-  void write_json(const std::vector<std::vector<RunResult>>& runs,
-                  const std::vector<std::vector<std::uint8_t>>& stats,
-                  const std::vector<std::vector<std::uint8_t>>& per_run, int failed) const {
-    std::ofstream f(o_.json);
-    if (!f) throw io_error("cannot write --json file '" + o_.json + "'");
-    auto pcie = [&](std::size_t i) { return gpu_ ? std::to_string(pcie_[i]) : "null"; };
-    auto limit = [&](MemoryType t) {
-      return br_.is_live(t) && br_.limit(t) != unlimited_bytes ? std::to_string(br_.limit(t))
-                                                               : std::string("null");
-    };
-    f << "{\"comm\":\"" << o_.comm << "\",\"nranks\":" << comm_.nranks()
-      << ",\"gpu\":" << (gpu_ ? "true" : "false") << ",\"columns\":" << o_.columns
-      << ",\"rows_per_rank\":" << o_.rows << ",\"in_parts\":" << o_.in_parts
-      << ",\"out_parts\":" << o_.out_parts << ",\"pre_partitioned\":" << o_.pre_partitioned
-      << ",\"discard\":" << o_.discard << ",\"direct\":" << direct()
-      << ",\"input_bytes_per_rank\":" << input_bytes()
-      << ",\"device_limit\":" << limit(MemoryType::DEVICE)
-      << ",\"host_limit\":" << limit(MemoryType::HOST) << ",\"failed_runs\":" << failed
-      << ",\"pcie_h2d_gbps\":" << pcie(0) << ",\"pcie_d2h_gbps\":" << pcie(1)
-      << ",\"pcie_h2d_all_gbps\":" << pcie(2) << ",\"pcie_d2h_all_gbps\":" << pcie(3)
-      << ",\"pcie_h2d_duplex_gbps\":" << pcie(4) << ",\"pcie_d2h_duplex_gbps\":" << pcie(5)
-      << ",\"alltoallv_seconds\":[";
-    for (std::size_t i = 0; i < baseline_.size(); ++i) f << (i ? "," : "") << baseline_[i];
-    f << "],\"runs\":[";
-    for (std::size_t i = 0; i < runs.size(); ++i) {
-      f << (i ? "," : "") << "[";
-      for (std::size_t r = 0; r < runs[i].size(); ++r) {
-        const RunResult& x = runs[i][r];
-        f << (r ? "," : "") << "{\"seconds\":" << x.seconds << ",\"excluded\":" << x.excluded
-          << ",\"peak_device\":" << x.peak_device << ",\"peak_host\":" << x.peak_host << "}";
-      }
-      f << "]";
-    }
-    // [rank]: the last run's statistics and memory profile; [rank][run]: each timed run's.
-    for (const auto& [key, all] : {std::pair{"statistics", &stats}, {"run_statistics", &per_run}}) {
-      f << "],\"" << key << "\":[";
-      for (std::size_t r = 0; r < all->size(); ++r) {
-        f << (r ? "," : "") << std::string((*all)[r].begin(), (*all)[r].end());
-      }
-    }
-    f << "]}\n";
+  /// What prints the figures: the options, the ranks, the resource and what was measured.
+  [[nodiscard]] bench::Report report() const {
+    return {o_, comm_, br_, gpu_, direct(), input_bytes(), baseline_, pcie_};
   }
 
   const Options& o_;
