@@ -7,11 +7,11 @@
 #include <spillway/core/cuda.hpp>
 
 #include "comm/conformance.hpp"
+#include "common.hpp"
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
-#include <ctime>
 #include <mutex>
 #include <thread>
 
@@ -125,18 +125,6 @@ TEST(ProgressThread, RunsFunctionsUntilDoneAndReportsErrors) {
   pt.remove_function(forever);  // returns: the function is no longer called
 }
 
-// Seconds of CPU time the whole process used while `fn` ran.
-template <typename Fn>
-double cpu_seconds_of(Fn&& fn) {
-  timespec a{};
-  timespec b{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
-  fn();
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
-  return static_cast<double>(b.tv_sec - a.tv_sec) +
-         1e-9 * static_cast<double>(b.tv_nsec - a.tv_nsec);
-}
-
 // A function with nothing to do (a rank waiting on a slow peer) is polled for a moment, then
 // ever less often: half a second of waiting costs a small part of a core, where polling all the
 // time (the thread before; here a backoff that never ends) costs the whole core.
@@ -147,8 +135,9 @@ TEST(ProgressThread, BacksOffWhileEveryFunctionIsIdle) {
     std::atomic<bool> stop{false};
     auto id = pt.add_function(
         [&] { return stop ? ProgressThread::Progress::done : ProgressThread::Progress::idle; });
-    const double cpu =
-        cpu_seconds_of([] { std::this_thread::sleep_for(std::chrono::milliseconds(500)); });
+    const double before = test::process_cpu_seconds();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const double cpu = test::process_cpu_seconds() - before;
     stop = true;
     pt.wake();
     pt.wait_done(id);

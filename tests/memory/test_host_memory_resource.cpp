@@ -92,15 +92,6 @@ TEST(HostMemoryResource, SizesThatWouldWrapAreRefused) {
   EXPECT_EQ(br.peak(MemoryType::HOST), 0u) << "nothing was ever charged";
 }
 
-// Resident memory of this process, from /proc/self/statm (pages).
-std::size_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::size_t size = 0;
-  std::size_t resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-}
-
 // Each tier charges what it takes from the system. A 64 MiB HOST limit filled with buffers of
 // 128 B, 4096 B and 4097 B (each written, so that its pages are resident): the resident memory
 // grows by at most the limit plus the bookkeeping of the buffers themselves (the Buffer
@@ -121,14 +112,14 @@ TEST(HostMemoryResource, ResidentMemoryStaysWithinTheLimit) {
     std::vector<std::unique_ptr<Buffer>> bufs;
     bufs.reserve(count);
     const std::size_t bookkeeping = count * (round_up(sizeof(Buffer) + 16, 16) + sizeof(void*));
-    const std::size_t before = resident_bytes();
+    const std::size_t before = test::resident_bytes();
     for (std::size_t i = 0; i < count; ++i) {
       bufs.push_back(br.allocate(MemoryType::HOST, size));
       std::memset(bufs.back()->data(), static_cast<int>(i), size);
     }
     EXPECT_EQ(br.used(MemoryType::HOST), limit) << size << " B buffers";
     EXPECT_THROW((void)br.allocate(MemoryType::HOST, size), out_of_memory) << "beyond the limit";
-    const std::size_t grew = resident_bytes() - before;
+    const std::size_t grew = test::resident_bytes() - before;
     std::printf(
         "%zu buffers of %zu B: resident memory grew %.1f MiB for a %.0f MiB limit "
         "(+ %.1f MiB of Buffer objects)\n",

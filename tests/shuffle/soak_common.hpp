@@ -2,13 +2,11 @@
 // The soak's random shuffles, shared by the local and the MPI soak: each shuffle's shape,
 // feed, skew, limit and spill injection from one seed, the same on every rank.
 
+#include "common.hpp"
 #include "shuffle/shuffle_common.hpp"
-
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 
@@ -62,15 +60,6 @@ inline int open_files_under(const std::string& dir) {
     if (std::filesystem::read_symlink(e.path(), ec).string().rfind(dir + "/", 0) == 0) ++n;
   }
   return n;
-}
-
-/// Resident memory of this process (/proc/self/statm).
-inline std::size_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::size_t size = 0;
-  std::size_t resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
 
 }  // namespace spillway::test

@@ -14,7 +14,6 @@
 #include "common.hpp"
 #include "shuffle/shuffle_common.hpp"
 
-#include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -363,15 +362,10 @@ TEST(Shuffler, WaitingForASlowPeerCostsLittleCpu) {
   double waiting_cpu = 0;
   std::thread peer([&] {
     Shuffler s(*comms[1], 1, 2, br1);
-    const auto cpu_now = [] {
-      timespec t{};
-      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-      return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-    };
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 is waiting by now
-    const double before = cpu_now();
+    const double before = test::process_cpu_seconds();
     std::this_thread::sleep_for(std::chrono::seconds(1));
-    waiting_cpu = cpu_now() - before;
+    waiting_cpu = test::process_cpu_seconds() - before;
     std::unordered_map<PartID, PackedData> chunks;
     chunks.emplace(0, pack(table.view(), br1));
     s.insert(std::move(chunks));
