@@ -82,10 +82,11 @@ rm -f "$tmp.err"
 expect_nothing_left "a failed pipe"
 
 # A rank killed outright leaves its (empty) spill directory; the library links it into the
-# launch directory and the launcher removes it.
+# launch directory and the launcher removes it. The link is made before the directory here:
+# the first rank's death stops the other (SIGTERM), which may land between the two steps.
 mkdir "$tmp.spill"
-"$run" -n 2 -- sh -c 'd='"$tmp.spill"'/spillway-$$-test; mkdir "$d" &&
-  ln -s "$d" "$SPILLWAY_RUN_DIR/spill-spillway-$$-test" && kill -9 $$' 2>/dev/null
+"$run" -n 2 -- sh -c 'd='"$tmp.spill"'/spillway-$$-test;
+  ln -s "$d" "$SPILLWAY_RUN_DIR/spill-spillway-$$-test" && mkdir "$d" && kill -9 $$' 2>/dev/null
 [ -z "$(ls -A "$tmp.spill")" ] || fail "a killed rank's spill directory was left: $(ls -A "$tmp.spill")"
 rmdir "$tmp.spill"
 expect_nothing_left "a killed rank"
