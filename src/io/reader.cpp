@@ -7,21 +7,11 @@
 
 #include <fcntl.h>
 
-#include <cstdlib>
-#include <cstring>
-#include <memory>
+#include <cstdint>
 
 namespace spillway::io {
 
-namespace {
-
 using detail::direct_align;
-
-struct FreeDeleter {
-  void operator()(void* p) const noexcept { std::free(p); }
-};
-
-}  // namespace
 
 ReadOptions ReadOptions::from_options() {
   const OptionValues v = options::get();
@@ -58,24 +48,11 @@ ReadPath read_file(const std::string& path, void* dst, std::size_t bytes, std::u
     const std::size_t begin = i * options.task_size;
     const std::size_t len = std::min(options.task_size, middle - begin);
     std::byte* to = out + (a - offset) + begin;
-    if (reinterpret_cast<std::uintptr_t>(to) % direct_align == 0) {
-      direct.pread(to, len, a + begin);  // straight into the destination
-      return;
-    }
-    // An unaligned destination: through this thread's aligned bounce buffer (kept, grown to
-    // the largest task size seen, so that reads do not map and fault fresh memory each time).
-    thread_local std::unique_ptr<void, FreeDeleter> bounce;
-    thread_local std::size_t bounce_size = 0;
-    if (bounce_size < len) {
-      bounce.reset(std::aligned_alloc(direct_align, options.task_size));
-      if (!bounce) {
-        bounce_size = 0;
-        throw out_of_memory("read_file: no memory for a direct-read bounce buffer");
-      }
-      bounce_size = options.task_size;
-    }
-    direct.pread(bounce.get(), len, a + begin);
-    std::memcpy(to, bounce.get(), len);
+    // O_DIRECT needs an aligned destination. An unaligned one reads through the page cache
+    // rather than through a bounce buffer of its own: the reader allocates nothing, so all
+    // the memory a read uses is the caller's (and within its tiers' limits).
+    const bool aligned = reinterpret_cast<std::uintptr_t>(to) % direct_align == 0;
+    (aligned ? direct : buffered).pread(to, len, a + begin);
   });
   return ReadPath::direct;
 }

@@ -1,5 +1,6 @@
-// BufferResource's accounting: charges against each tier's limit, reservations (with spilling
-// and waiting for memory in use), and the out_of_memory that names every tier.
+// BufferResource's reservations: against one tier or the first of several with room, waiting
+// for memory in use, the out_of_memory that names every tier, and taking a buffer's charge
+// from a reservation. When and what they spill is spill_policy.cpp's.
 #include <spillway/memory/buffer_resource.hpp>
 
 #include <spillway/core/cuda.hpp>
@@ -10,54 +11,16 @@
 #include "memory/detail/buffer_stats.hpp"
 
 #include <algorithm>
-#include <functional>
-#include <random>
-#include <thread>
 
 namespace spillway {
 
-using detail::Clock;
 using detail::limit_string;
-using detail::names;
-using detail::seconds_since;
 
 std::optional<MemoryReservation> BufferResource::try_reserve(MemoryType t, std::size_t bytes) {
   check_live(t);
   const std::size_t charge = charge_of(t, bytes);
   if (!try_charge(t, charge)) return std::nullopt;
   return MemoryReservation(this, t, charge);
-}
-
-std::optional<MemoryReservation> BufferResource::reserve_or_spill(MemoryType t, std::size_t bytes) {
-  check_live(t);
-  return spill_and_reserve(t, bytes);
-}
-
-std::optional<MemoryReservation> BufferResource::spill_and_reserve(MemoryType t, std::size_t size) {
-  const std::size_t bytes = charge_of(t, size);  // (what is charged for a buffer of `size`)
-  if (bytes > limit(t) || exceeds_machine(t, bytes)) return std::nullopt;
-  if (config_.spill_injection > 0) {
-    thread_local std::minstd_rand rng(
-        static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
-    if (std::uniform_real_distribution<double>(0, 1)(rng) < config_.spill_injection) {
-      statistics_.add_count("spill-injected");
-      spill_manager_.spill(t, std::max<std::size_t>(bytes, 1));
-    }
-  }
-  for (;;) {
-    if (try_charge(t, bytes)) return MemoryReservation(this, t, bytes);
-    const std::size_t u = used(t);
-    const std::size_t deficit = u + bytes > limit(t) ? u + bytes - limit(t) : 0;
-    const auto t0 = Clock::now();
-    const std::size_t freed = deficit == 0 ? 0 : spill_manager_.spill(t, deficit);
-    if (freed > 0) {
-      statistics_.add(names().freed[index(t)], static_cast<double>(freed), seconds_since(t0));
-      continue;
-    }
-    // Nothing could be spilled; another thread may have released memory meanwhile.
-    if (try_charge(t, bytes)) return MemoryReservation(this, t, bytes);
-    return std::nullopt;
-  }
 }
 
 void BufferResource::throw_out_of_memory(std::span<const MemoryType> tried,

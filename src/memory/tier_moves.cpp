@@ -1,5 +1,5 @@
-// BufferResource's copies and moves between tiers: DEVICE <-> DISK through pinned staging,
-// and spilling a buffer down to the next tier with room.
+// BufferResource's copies and moves between tiers. DEVICE <-> DISK goes through the staged-copy
+// pipeline (io/staged_copy.hpp), on staging paid for from PINNED_HOST or HOST.
 #include <spillway/memory/buffer_resource.hpp>
 
 #include <spillway/core/cuda.hpp>
@@ -11,27 +11,41 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
-#include <random>
-#include <thread>
 
 namespace spillway {
 
 using detail::Clock;
 using detail::copy_stat;
-using detail::names;
 using detail::seconds_since;
 
-std::size_t BufferResource::staging_chunk(std::size_t n) const {
-  const std::size_t piece = spill_files_.piece_size();
-  const std::size_t half =
-      config_.staging_size > 0 ? config_.staging_size / 2 : spill_files_.io_threads() * piece;
-  return std::min(round_up(n, piece), std::max(piece, half / piece * piece));
+BufferResource::Staging BufferResource::allocate_staging(std::size_t piece, std::size_t granule,
+                                                         std::size_t lanes, Stream stream) {
+  SPILLWAY_EXPECTS(granule > 0 && piece >= granule && piece % granule == 0 && lanes > 0,
+                   "staging of " + std::to_string(lanes) + " lanes of " + std::to_string(piece) +
+                       "-byte pieces in granules of " + std::to_string(granule) +
+                       ": the piece must be a positive multiple of the granule");
+  static constexpr std::array<MemoryType, 2> order{MemoryType::PINNED_HOST, MemoryType::HOST};
+  const MemoryStep step("staging for a copy between the GPU and a file");
+  for (std::size_t p = piece;; p = std::max(granule, p / 2 / granule * granule)) {
+    for (std::size_t l = lanes;; l /= 2) {
+      const std::size_t bytes = io::staging_bytes(p, l);
+      auto res = p == granule && l == 1 ? reserve_first_fit(order, bytes)  // the least: waits
+                                        : try_reserve_first_fit(order, bytes);
+      if (res) return {allocate(*res, bytes, stream), p};
+      if (l == 1) break;
+    }
+  }
 }
 
-MemoryReservation BufferResource::staging_reservation(std::size_t bytes) {
-  static constexpr std::array<MemoryType, 2> order{MemoryType::PINNED_HOST, MemoryType::HOST};
-  return reserve_first_fit(order, bytes);
+BufferResource::Staging BufferResource::disk_staging(std::size_t n, Stream stream) {
+  const std::size_t granule = spill_files_.piece_size();
+  // One lane, two halves: the spill files' own threads (io_threads) write each half in
+  // parallel. By default each half is as large as one piece per I/O thread.
+  const std::size_t half =
+      config_.staging_size > 0 ? config_.staging_size / 2 : spill_files_.io_threads() * granule;
+  const std::size_t piece =
+      std::min(round_up(n, granule), std::max(granule, half / granule * granule));
+  return allocate_staging(piece, granule, 1, stream);
 }
 
 std::unique_ptr<Buffer> BufferResource::copy_to_disk(const Buffer& src, MemoryReservation& res,
@@ -54,34 +68,22 @@ std::unique_ptr<Buffer> BufferResource::copy_to_disk(const Buffer& src, MemoryRe
     spill_files_.write(e, 0, src.data(), n);
     return dst;
   }
-  // DEVICE or DISK source: through two staging halves, the next piece moving while the last
-  // is written.
-  const std::size_t chunk = staging_chunk(n);
-  auto stage_res = staging_reservation(2 * chunk);
-  auto stage = allocate(stage_res, 2 * chunk, stream);
-  std::array<Event, 2> ready;
-  const std::size_t nchunks = (n + chunk - 1) / chunk;
-  auto fetch = [&](std::size_t i) {
-    const std::size_t len = std::min(chunk, n - i * chunk);
-    std::byte* half = stage->data() + (i % 2) * chunk;
-    if (src.mem_type() == MemoryType::DEVICE) {
-      cuda::memcpy_async(half, src.data() + i * chunk, len, stream);
-      ready[i % 2].record(stream);
-    } else {
-      spill_files_.read(*src.extent_, i * chunk, half, len);
+  const Staging stage = disk_staging(n, stream);
+  if (src.mem_type() == MemoryType::DISK) {  // piece by piece through the staging
+    for (std::size_t at = 0; at < n; at += stage.piece) {
+      const std::size_t len = std::min(stage.piece, n - at);
+      spill_files_.read(*src.extent_, at, stage.buffer->data(), len);
+      spill_files_.write(e, at, stage.buffer->data(), len);
     }
-  };
-  if (src.mem_type() == MemoryType::DEVICE) activate_device();
-  for (std::size_t i = 0; i < nchunks; ++i) {
-    fetch(i);
-    if (i > 0) {
-      ready[(i - 1) % 2].synchronize();
-      spill_files_.write(e, (i - 1) * chunk, stage->data() + ((i - 1) % 2) * chunk, chunk);
-    }
+    return dst;
   }
-  const std::size_t last = nchunks - 1;
-  ready[last % 2].synchronize();
-  spill_files_.write(e, last * chunk, stage->data() + (last % 2) * chunk, n - last * chunk);
+  activate_device();
+  io::staged_write_from_device(
+      src.data(), n, stage.piece,
+      [&](std::size_t at, std::size_t len, const std::byte* from) {
+        spill_files_.write(e, at, from, len);
+      },
+      stage.view(), nullptr, stream);
   return dst;
 }
 
@@ -91,24 +93,14 @@ void BufferResource::copy_from_disk(const Buffer& src, Buffer& dst, Stream strea
     spill_files_.read(*src.extent_, 0, dst.data(), n);
     return;
   }
-  // DEVICE destination: read a piece into one staging half while the other is copied up.
   activate_device();
-  const std::size_t chunk = staging_chunk(n);
-  auto stage_res = staging_reservation(2 * chunk);
-  auto stage = allocate(stage_res, 2 * chunk, stream);
-  std::array<Event, 2> done;
-  const std::size_t nchunks = (n + chunk - 1) / chunk;
-  for (std::size_t i = 0; i < nchunks; ++i) {
-    const std::size_t len = std::min(chunk, n - i * chunk);
-    std::byte* half = stage->data() + (i % 2) * chunk;
-    done[i % 2].synchronize();  // the upload that last used this half has finished
-    spill_files_.read(*src.extent_, i * chunk, half, len);
-    cuda::memcpy_async(dst.data() + i * chunk, half, len, stream);
-    done[i % 2].record(stream);
-  }
-  // The staging buffer is freed when this returns, so the uploads must be complete.
-  done[0].synchronize();
-  done[1].synchronize();
+  const Staging stage = disk_staging(n, stream);
+  io::staged_read_to_device(
+      dst.data(), n, stage.piece,
+      [&](std::size_t at, std::size_t len, std::byte* to) {
+        spill_files_.read(*src.extent_, at, to, len);
+      },
+      stage.view(), nullptr, stream);
 }
 
 std::unique_ptr<Buffer> BufferResource::copy(const Buffer& src, MemoryReservation& res,
@@ -157,32 +149,6 @@ std::unique_ptr<Buffer> BufferResource::move(std::unique_ptr<Buffer>&& buf, Memo
   if (buf->mem_type() == t) return std::move(buf);
   auto res = reserve(t, buf->size());
   return move(std::move(buf), res, stream);
-}
-
-bool BufferResource::spill_down(std::unique_ptr<Buffer>& buf, Stream stream) {
-  SPILLWAY_EXPECTS(buf != nullptr, "spill of a null buffer");
-  const MemoryType from = buf->mem_type();
-  std::vector<MemoryType> targets;
-  for (MemoryType t : spill_targets(from)) {
-    if (is_live(t)) targets.push_back(t);
-  }
-  std::optional<MemoryReservation> res;
-  for (MemoryType t : targets) {
-    if ((res = try_reserve(t, buf->size()))) break;
-  }
-  // Cascade: make room in a lower tier by spilling it (but not the first target of a DEVICE
-  // buffer, the small pinned pool, when a larger tier follows).
-  for (std::size_t i = targets.size() > 1 ? 1 : 0; !res && i < targets.size(); ++i) {
-    res = reserve_or_spill(targets[i], buf->size());
-  }
-  if (!res) return false;
-  const MemoryType to = res->mem_type();
-  const auto t0 = Clock::now();
-  auto moved = move(std::move(buf), *res, stream.handle() != nullptr ? stream : this->stream());
-  buf = std::move(moved);
-  statistics_.add(names().spill[index(from)][index(to)], static_cast<double>(buf->size()),
-                  seconds_since(t0));
-  return true;
 }
 
 }  // namespace spillway

@@ -6,6 +6,7 @@
 #include <spillway/core/limit.hpp>
 #include <spillway/core/options.hpp>
 #include <spillway/core/stream.hpp>
+#include <spillway/io/staged_copy.hpp>
 #include <spillway/memory/buffer.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/memory_reservation.hpp>
@@ -212,6 +213,20 @@ class BufferResource {
   /// throws only on real failures (I/O, CUDA). Used by spill functions.
   bool spill_down(std::unique_ptr<Buffer>& buf, Stream stream = {});
 
+  /// Host staging for a copy between the GPU and a file (io::staged_read_to_device and
+  /// io::staged_write_from_device), paid for like any buffer: PINNED_HOST, else HOST when the
+  /// pinned tier is full or absent. It holds up to `lanes` lanes of two pieces of `piece`
+  /// bytes; when that does not fit it takes fewer lanes, then halves the piece (staying a
+  /// multiple of `granule`, which `piece` must be), down to one lane of two granules, which
+  /// it waits for as reserve_first_fit does. @throws spillway::out_of_memory naming the step
+  struct Staging {
+    std::unique_ptr<Buffer> buffer;
+    std::size_t piece{0};  // the piece size it was sized for
+    [[nodiscard]] io::Staging view() const noexcept { return {buffer->data(), buffer->size()}; }
+  };
+  Staging allocate_staging(std::size_t piece, std::size_t granule, std::size_t lanes,
+                           Stream stream = {});
+
   SpillManager& spill_manager() noexcept { return spill_manager_; }
   Statistics& statistics() noexcept { return statistics_; }
   SpillFiles& spill_files() noexcept { return spill_files_; }
@@ -257,9 +272,8 @@ class BufferResource {
   void trim_host_cache() noexcept;
   std::unique_ptr<Buffer> copy_to_disk(const Buffer& src, MemoryReservation& res, Stream stream);
   void copy_from_disk(const Buffer& src, Buffer& dst, Stream stream);
-  /// Bytes per staging half for a DEVICE<->DISK copy of `n` bytes (a multiple of the piece).
-  [[nodiscard]] std::size_t staging_chunk(std::size_t n) const;
-  MemoryReservation staging_reservation(std::size_t bytes);
+  /// Staging for a DEVICE<->DISK copy of `n` bytes (its piece a multiple of the spill piece).
+  Staging disk_staging(std::size_t n, Stream stream);
 
   BufferResourceConfig config_;
   std::array<std::atomic<std::size_t>, 4> headroom_{};
