@@ -109,7 +109,7 @@ Options parse(int argc, char** argv) {
       const std::string v = value();
       if (v != "off" && v != "auto" && v != "on")
         usage("--gds takes off, auto or on, got '" + v + "'");
-      o.gds = v == "off" ? IoGds::off : v == "on" ? IoGds::on : IoGds::automatic;
+      o.gds = parse_io_gds(v);
     } else if (a == "--tune") {
       o.tune = true;
     } else if (a == "--runs") {

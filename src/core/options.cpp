@@ -6,12 +6,15 @@
 #include <spillway/core/units.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace spillway {
@@ -35,16 +38,21 @@ const char* to_string(DeviceAllocator a) noexcept {
   return "async";
 }
 
-namespace {
-
-std::optional<std::string> env(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return std::nullopt;
-  return std::string(v);
+IoGds parse_io_gds(const std::string& text) {
+  if (text == "off") return IoGds::off;
+  if (text == "auto") return IoGds::automatic;
+  if (text == "on") return IoGds::on;
+  SPILLWAY_FAIL("unknown GPUDirect Storage mode '" + text + "' (expected off, auto or on)");
 }
 
+const char* to_string(IoGds g) noexcept {
+  return g == IoGds::off ? "off" : g == IoGds::on ? "on" : "auto";
+}
+
+namespace {
+
 /// min(16, the CPUs this process may use), only those near the GPU on a multi-node machine.
-std::size_t default_io_threads() {
+std::size_t count_io_threads() {
   const std::vector<int> allowed = topology::allowed_cpus();
   std::size_t cpus = allowed.size();
   const auto nodes = topology::numa_nodes();
@@ -63,134 +71,388 @@ std::size_t default_io_threads() {
   return std::clamp<std::size_t>(cpus, 1, 16);
 }
 
-OptionValues defaults() {
-  OptionValues v;
-  const char* tmp = std::getenv("TMPDIR");
-  v.spill_dir = (tmp != nullptr && *tmp != '\0') ? tmp : "/tmp";
-  v.io_threads = default_io_threads();
-  v.io_task_size = 4 * MiB;
-  v.spill_task_size = 8 * MiB;
-  v.spill_file_size = GiB;
-  v.staging_size = 0;  // auto
-  return v;
+/// count_io_threads, counted once (every OptionValues starts from the defaults).
+std::size_t default_io_threads() {
+  static const std::size_t n = count_io_threads();
+  return n;
 }
 
-/// A whole number within lo..hi (a count or milliseconds: no unit, no fraction).
-std::size_t whole_number(const std::string& text, const char* var, const char* what, std::size_t lo,
-                         std::size_t hi) {
+/// A whole number (a count or a time: no unit, no fraction).
+std::size_t whole_number(const std::string& text, const char* var) {
   std::size_t n = 0;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, n);
-  SPILLWAY_EXPECTS(ec == std::errc() && ptr == end && n >= lo && n <= hi,
-                   std::string(var) + " must be a whole number of " + what + " within " +
-                       std::to_string(lo) + ".." + std::to_string(hi) + ", got '" + text + "'");
+  SPILLWAY_EXPECTS(ec == std::errc() && ptr == end,
+                   std::string(var) + " must be a whole number, got '" + text + "'");
   return n;
 }
 
-std::size_t positive_bytes(const std::string& text, const char* var) {
-  const std::size_t n = parse_bytes(text, var);
-  SPILLWAY_EXPECTS(n > 0, std::string(var) + " must be greater than zero");
-  return n;
+bool zero_or_one(const std::string& text, const char* var) {
+  SPILLWAY_EXPECTS(text == "0" || text == "1",
+                   std::string(var) + " must be 0 or 1, got '" + text + "'");
+  return text == "1";
+}
+
+/// One setting of OptionValues: its variable, member, default (as text, parsed like any
+/// value), documentation, parser, printer and, where a value can be out of range, why it is.
+template <typename T>
+struct Field {
+  const char* var;
+  T OptionValues::*member;
+  const char* default_text;
+  const char* doc;
+  T (*parse)(const std::string& text, const char* var);
+  std::string (*show)(const T& value);
+  const char* (*invalid)(const T& value) = nullptr;  // the range, or nullptr when fine
+  std::string (*machine_default)() = nullptr;        // a default that depends on the machine
+};
+
+/// A Field without its type, as the registry holds it.
+struct Setting {
+  const char* var;
+  const char* default_text;
+  const char* doc;
+  std::function<void(OptionValues&, const std::string&)> load;  // parse, check and store
+  std::function<std::string(const OptionValues&)> show;
+  std::function<void(OptionValues&)> reset;  // to the default
+};
+
+template <typename T>
+void check(const Field<T>& f, const T& value, const std::string& got) {
+  if (f.invalid == nullptr) return;
+  if (const char* why = f.invalid(value)) {
+    SPILLWAY_FAIL(std::string(f.var) + " must be " + why +
+                  (got.empty() ? "" : ", got '" + got + "'"));
+  }
+}
+
+template <typename T>
+Setting erase(const Field<T>& f) {
+  auto load = [f](OptionValues& v, const std::string& text) {
+    T value = f.parse(text, f.var);
+    check(f, value, text);
+    v.*f.member = std::move(value);
+  };
+  return Setting{f.var,
+                 f.default_text,
+                 f.doc,
+                 load,
+                 [f](const OptionValues& v) { return f.show(v.*f.member); },
+                 [f, load](OptionValues& v) {
+                   load(v, f.machine_default != nullptr ? f.machine_default() : f.default_text);
+                 }};
+}
+
+std::string show_string(const std::string& s) {
+  return s;
+}
+std::string show_limit(const Limit& l) {
+  return l.to_string();
+}
+std::string show_bytes(const std::size_t& n) {
+  return format_bytes(static_cast<double>(n));
+}
+std::string show_count(const std::size_t& n) {
+  return std::to_string(n);
+}
+std::string show_bool(const bool& b) {
+  return b ? "1" : "0";
+}
+std::string show_ms(const std::chrono::milliseconds& t) {
+  return std::to_string(t.count());
+}
+std::string show_us(const std::chrono::microseconds& t) {
+  return std::to_string(t.count());
+}
+std::string show_double(const double& x) {
+  return std::to_string(x);
+}
+
+Limit parse_limit(const std::string& t, const char* var) {
+  return Limit::parse(t, var);
+}
+std::size_t parse_size(const std::string& t, const char* var) {
+  return parse_bytes(t, var);
+}
+std::chrono::milliseconds parse_ms(const std::string& t, const char* var) {
+  const std::size_t n = whole_number(t, var);
+  SPILLWAY_EXPECTS(n <= 86'400'000, std::string(var) +
+                                        " must be a whole number of milliseconds "
+                                        "within 0..86400000, got '" +
+                                        t + "'");
+  return std::chrono::milliseconds(n);
+}
+template <typename E>
+E parse_choice(const std::string& t, const char* var, E (*parse)(const std::string&)) {
+  try {
+    return parse(t);
+  } catch (const logic_error& err) {
+    SPILLWAY_FAIL(std::string(var) + ": " + err.what());
+  }
+}
+const char* log_level_name(LogLevel l) {
+  static constexpr std::array<const char*, 6> names{"none", "error", "warn",
+                                                    "info", "debug", "trace"};
+  return names[static_cast<std::size_t>(l)];
+}
+
+const char* positive(const std::size_t& n) {
+  return n > 0 ? nullptr : "greater than zero";
+}
+
+// The registry: every setting, declared once.
+namespace field {
+const Field<std::string> spill_dir{
+    "SPILLWAY_SPILL_DIR",
+    &OptionValues::spill_dir,
+    "$TMPDIR, else /tmp",
+    "Where spill files go; a private subdirectory is made inside, removed at exit.",
+    [](const std::string& t, const char* var) {
+      SPILLWAY_EXPECTS(!t.empty(), std::string(var) + ": the spill directory must not be empty");
+      return t;
+    },
+    show_string,
+    nullptr,
+    [] {
+      const char* tmp = std::getenv("TMPDIR");
+      return std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp");
+    }};
+Field<Limit> tier_limit(const char* var, Limit OptionValues::*member, const char* doc) {
+  return {var, member, "unlimited", doc, parse_limit, show_limit};
+}
+const Field<Limit> device_limit = tier_limit(
+    "SPILLWAY_DEVICE_LIMIT", &OptionValues::device_limit,
+    "The DEVICE tier's limit: bytes (`4GiB`), a fraction of capacity (`80%`) or `unlimited`.");
+const Field<Limit> pinned_limit = tier_limit("SPILLWAY_PINNED_LIMIT", &OptionValues::pinned_limit,
+                                             "The PINNED_HOST tier's limit.");
+const Field<Limit> host_limit =
+    tier_limit("SPILLWAY_HOST_LIMIT", &OptionValues::host_limit, "The HOST tier's limit.");
+const Field<Limit> disk_limit =
+    tier_limit("SPILLWAY_DISK_LIMIT", &OptionValues::disk_limit, "The DISK tier's limit.");
+const Field<DeviceAllocator> device_allocator{
+    "SPILLWAY_DEVICE_ALLOCATOR",
+    &OptionValues::device_allocator,
+    "async",
+    "The device allocator: `cuda` (cudaMalloc), `async` (cudaMallocAsync on the device's pool) "
+    "or `pool` (a dedicated pool, reserved up front), as RapidsMPF's `-m`.",
+    [](const std::string& t, const char* var) {
+      return parse_choice(t, var, parse_device_allocator);
+    },
+    [](const DeviceAllocator& a) { return std::string(to_string(a)); }};
+const Field<Limit> device_pool_size{
+    "SPILLWAY_DEVICE_POOL_SIZE",
+    &OptionValues::device_pool_size,
+    "unlimited",
+    "What the `pool` allocator reserves up front; unlimited: the device limit when one is set, "
+    "else 50% of the device.",
+    parse_limit,
+    show_limit};
+const Field<bool> pinned_pool{
+    "SPILLWAY_PINNED_POOL",
+    &OptionValues::pinned_pool,
+    "1",
+    "1: a pinned-host pool serves PINNED_HOST; 0: no PINNED_HOST tier (RapidsMPF's `-L`).",
+    zero_or_one,
+    show_bool};
+const Field<Limit> pinned_reserve{
+    "SPILLWAY_PINNED_RESERVE",
+    &OptionValues::pinned_reserve,
+    "0",
+    "Pinned memory the pool maps up front (at most the PINNED_HOST limit); 0: it grows as it is "
+    "used, pinning fresh pages at a few GB/s on the allocating thread.",
+    parse_limit,
+    show_limit};
+const Field<Limit> host_cache{
+    "SPILLWAY_HOST_CACHE",
+    &OptionValues::host_cache,
+    "10%",
+    "Freed host blocks kept for reuse; cached plus used bytes stay within the HOST limit.",
+    parse_limit,
+    show_limit};
+const Field<std::size_t> io_threads{
+    "SPILLWAY_IO_THREADS",
+    &OptionValues::io_threads,
+    "min(16, CPUs near the GPU)",
+    "Threads of the spill I/O pool and of file reads: by default the CPUs this process may use, "
+    "only those of the GPU's NUMA node on a machine of several, at most 16.",
+    [](const std::string& t, const char* var) { return whole_number(t, var); },
+    show_count,
+    [](const std::size_t& n) -> const char* {
+      return n >= 1 && n <= 1024 ? nullptr : "a whole number of threads within 1..1024";
+    },
+    [] { return std::to_string(default_io_threads()); }};
+const Field<std::size_t> io_task_size{"SPILLWAY_IO_TASK_SIZE",
+                                      &OptionValues::io_task_size,
+                                      "4MiB",
+                                      "Bytes per parallel file-read task.",
+                                      parse_size,
+                                      show_bytes,
+                                      positive};
+const Field<bool> io_direct{"SPILLWAY_IO_DIRECT",
+                            &OptionValues::io_direct,
+                            "0",
+                            "1: file reads use O_DIRECT where the file system allows.",
+                            zero_or_one,
+                            show_bool};
+const Field<bool> io_numa{
+    "SPILLWAY_IO_NUMA",
+    &OptionValues::io_numa,
+    "1",
+    "1: on a machine of several NUMA nodes, I/O threads run on the GPU's node and pinned bounce "
+    "buffers come from its memory; 0 leaves both to the operating system.",
+    zero_or_one,
+    show_bool};
+const Field<IoGds> io_gds{
+    "SPILLWAY_IO_GDS",
+    &OptionValues::io_gds,
+    "auto",
+    "GPUDirect Storage (cuFile) for file reads into and writes from device memory: `off`; "
+    "`auto` when libcufile loads and the nvidia-fs driver is there; `on` whenever libcufile "
+    "loads, also in its compatibility mode.",
+    [](const std::string& t, const char* var) { return parse_choice(t, var, parse_io_gds); },
+    [](const IoGds& g) { return std::string(to_string(g)); }};
+const Field<std::size_t> spill_task_size{
+    "SPILLWAY_SPILL_TASK_SIZE",
+    &OptionValues::spill_task_size,
+    "8MiB",
+    "Bytes per parallel spill read or write, each with its own checksum.",
+    parse_size,
+    show_bytes,
+    positive};
+const Field<std::size_t> spill_file_size{"SPILLWAY_SPILL_FILE_SIZE",
+                                         &OptionValues::spill_file_size,
+                                         "1GiB",
+                                         "A spill file takes new blocks until it is this big.",
+                                         parse_size,
+                                         show_bytes,
+                                         positive};
+const Field<std::size_t> staging_size{
+    "SPILLWAY_STAGING_SIZE",
+    &OptionValues::staging_size,
+    "0",
+    "Staging for one DEVICE<->DISK copy, paid for from PINNED_HOST (else HOST); 0: two halves "
+    "of io_threads x spill_task_size. Smaller when the limits leave less.",
+    parse_size,
+    show_bytes};
+const Field<std::chrono::milliseconds> spill_period{
+    "SPILLWAY_SPILL_PERIOD_MS",
+    &OptionValues::spill_period,
+    "0",
+    "Period of the background spill thread; 0: off.",
+    parse_ms,
+    show_ms};
+const Field<std::chrono::milliseconds> memory_wait{
+    "SPILLWAY_MEMORY_WAIT_MS",
+    &OptionValues::memory_wait,
+    "1000",
+    "How long a reservation that finds its tiers full of memory that cannot spill (transfers in "
+    "flight, buffers in use) waits for some to be freed before it fails; every release starts "
+    "the wait again; 0 fails at once.",
+    parse_ms,
+    show_ms};
+const Field<std::chrono::microseconds> progress_spin{
+    "SPILLWAY_PROGRESS_SPIN_US",
+    &OptionValues::progress_spin,
+    "2000",
+    "How long a progress thread with nothing to do polls before it backs off into sleeps of up "
+    "to 1 ms.",
+    [](const std::string& t, const char* var) {
+      const std::size_t n = whole_number(t, var);
+      SPILLWAY_EXPECTS(n <= 86'400'000'000, std::string(var) +
+                                                " must be a whole number of microseconds within "
+                                                "0..86400000000, got '" +
+                                                t + "'");
+      return std::chrono::microseconds(n);
+    },
+    show_us};
+const Field<double> spill_injection{
+    "SPILLWAY_SPILL_INJECT",
+    &OptionValues::spill_injection,
+    "0",
+    "Probability that a reservation first spills its tier even without pressure: a test knob "
+    "that forces spilling at random points.",
+    [](const std::string& t, const char* var) {
+      char* end = nullptr;
+      const double p = std::strtod(t.c_str(), &end);
+      SPILLWAY_EXPECTS(end != t.c_str() && *end == '\0',
+                       std::string(var) + " must be a probability within 0..1, got '" + t + "'");
+      return p;
+    },
+    show_double,
+    [](const double& p) -> const char* {
+      return p >= 0 && p <= 1 ? nullptr : "a probability within 0..1";
+    }};
+const Field<std::chrono::milliseconds> comm_timeout{
+    "SPILLWAY_COMM_TIMEOUT",
+    &OptionValues::comm_timeout,
+    "300",
+    "Seconds a rank waits on a peer before it fails with a comm_error (a dead or stuck peer).",
+    [](const std::string& t, const char* var) {
+      char* end = nullptr;
+      const double seconds = std::strtod(t.c_str(), &end);
+      // At least a millisecond: a shorter timeout would round to 0 ms and fail every wait.
+      SPILLWAY_EXPECTS(
+          end != t.c_str() && *end == '\0' && seconds >= 0.001 && seconds < 1e9,
+          std::string(var) + " must be a number of seconds within 0.001..1e9, got '" + t + "'");
+      return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+    },
+    [](const std::chrono::milliseconds& t) { return std::to_string(t.count() / 1000.0); },
+    [](const std::chrono::milliseconds& t) -> const char* {
+      return t.count() > 0 ? nullptr : "a positive time (at least 1 ms)";
+    }};
+const Field<std::size_t> mpi_ipc_window{
+    "SPILLWAY_MPI_IPC_WINDOW",
+    &OptionValues::mpi_ipc_window,
+    "1GiB",
+    "Device memory each rank of the `mpi` communicator sets aside for peers on its node to copy "
+    "device buffers into over CUDA IPC; 0: no CUDA IPC (device buffers are staged through "
+    "pinned host memory).",
+    parse_size,
+    show_bytes};
+const Field<std::size_t> mpi_ipc_slot{
+    "SPILLWAY_MPI_IPC_SLOT",
+    &OptionValues::mpi_ipc_slot,
+    "256MiB",
+    "The slot size of that window, the piece in which device buffers move through it.",
+    parse_size,
+    show_bytes,
+    [](const std::size_t& n) -> const char* {
+      return n > 0 && n <= (std::size_t{1} << 30) ? nullptr : "within 1 B..1 GiB";
+    }};
+const Field<LogLevel> log_level{
+    "SPILLWAY_LOG_LEVEL",
+    &OptionValues::log_level,
+    "warn",
+    "`none`, `error`, `warn`, `info`, `debug` or `trace`.",
+    [](const std::string& t, const char* var) { return parse_choice(t, var, parse_log_level); },
+    [](const LogLevel& l) { return std::string(log_level_name(l)); }};
+
+}  // namespace field
+
+const std::vector<Setting>& registry() {
+  static const std::vector<Setting> all{
+      erase(field::spill_dir),        erase(field::device_limit),    erase(field::pinned_limit),
+      erase(field::host_limit),       erase(field::disk_limit),      erase(field::device_allocator),
+      erase(field::device_pool_size), erase(field::pinned_pool),     erase(field::pinned_reserve),
+      erase(field::host_cache),       erase(field::io_threads),      erase(field::io_task_size),
+      erase(field::io_direct),        erase(field::io_numa),         erase(field::io_gds),
+      erase(field::spill_task_size),  erase(field::spill_file_size), erase(field::staging_size),
+      erase(field::spill_period),     erase(field::memory_wait),     erase(field::progress_spin),
+      erase(field::spill_injection),  erase(field::comm_timeout),    erase(field::mpi_ipc_window),
+      erase(field::mpi_ipc_slot),     erase(field::log_level)};
+  return all;
+}
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
 }
 
 OptionValues from_environment() {
-  OptionValues v = defaults();
-  if (auto e = env("SPILLWAY_SPILL_DIR")) v.spill_dir = *e;
-  if (auto e = env("SPILLWAY_DEVICE_LIMIT"))
-    v.device_limit = Limit::parse(*e, "SPILLWAY_DEVICE_LIMIT");
-  if (auto e = env("SPILLWAY_PINNED_LIMIT"))
-    v.pinned_limit = Limit::parse(*e, "SPILLWAY_PINNED_LIMIT");
-  if (auto e = env("SPILLWAY_HOST_LIMIT")) v.host_limit = Limit::parse(*e, "SPILLWAY_HOST_LIMIT");
-  if (auto e = env("SPILLWAY_DISK_LIMIT")) v.disk_limit = Limit::parse(*e, "SPILLWAY_DISK_LIMIT");
-  if (auto e = env("SPILLWAY_DEVICE_ALLOCATOR")) {
-    try {
-      v.device_allocator = parse_device_allocator(*e);
-    } catch (const logic_error& err) {
-      SPILLWAY_FAIL(std::string("SPILLWAY_DEVICE_ALLOCATOR: ") + err.what());
-    }
-  }
-  if (auto e = env("SPILLWAY_DEVICE_POOL_SIZE")) {
-    v.device_pool_size = Limit::parse(*e, "SPILLWAY_DEVICE_POOL_SIZE");
-  }
-  if (auto e = env("SPILLWAY_PINNED_POOL")) {
-    SPILLWAY_EXPECTS(*e == "0" || *e == "1",
-                     "SPILLWAY_PINNED_POOL must be 0 or 1, got '" + *e + "'");
-    v.pinned_pool = (*e == "1");
-  }
-  if (auto e = env("SPILLWAY_PINNED_RESERVE")) {
-    v.pinned_reserve = Limit::parse(*e, "SPILLWAY_PINNED_RESERVE");
-  }
-  if (auto e = env("SPILLWAY_HOST_CACHE")) v.host_cache = Limit::parse(*e, "SPILLWAY_HOST_CACHE");
-  if (auto e = env("SPILLWAY_IO_THREADS")) {
-    v.io_threads = whole_number(*e, "SPILLWAY_IO_THREADS", "threads", 1, 1024);
-  }
-  if (auto e = env("SPILLWAY_IO_TASK_SIZE")) {
-    v.io_task_size = positive_bytes(*e, "SPILLWAY_IO_TASK_SIZE");
-  }
-  if (auto e = env("SPILLWAY_IO_DIRECT")) {
-    SPILLWAY_EXPECTS(*e == "0" || *e == "1", "SPILLWAY_IO_DIRECT must be 0 or 1, got '" + *e + "'");
-    v.io_direct = (*e == "1");
-  }
-  if (auto e = env("SPILLWAY_IO_NUMA")) {
-    SPILLWAY_EXPECTS(*e == "0" || *e == "1", "SPILLWAY_IO_NUMA must be 0 or 1, got '" + *e + "'");
-    v.io_numa = (*e == "1");
-  }
-  if (auto e = env("SPILLWAY_IO_GDS")) {
-    SPILLWAY_EXPECTS(*e == "off" || *e == "auto" || *e == "on",
-                     "SPILLWAY_IO_GDS must be off, auto or on, got '" + *e + "'");
-    v.io_gds = *e == "off" ? IoGds::off : *e == "on" ? IoGds::on : IoGds::automatic;
-  }
-  if (auto e = env("SPILLWAY_SPILL_TASK_SIZE")) {
-    v.spill_task_size = positive_bytes(*e, "SPILLWAY_SPILL_TASK_SIZE");
-  }
-  if (auto e = env("SPILLWAY_SPILL_FILE_SIZE")) {
-    v.spill_file_size = positive_bytes(*e, "SPILLWAY_SPILL_FILE_SIZE");
-  }
-  if (auto e = env("SPILLWAY_STAGING_SIZE")) {
-    v.staging_size = parse_bytes(*e, "SPILLWAY_STAGING_SIZE");
-  }
-  if (auto e = env("SPILLWAY_SPILL_PERIOD_MS")) {
-    v.spill_period = std::chrono::milliseconds(
-        whole_number(*e, "SPILLWAY_SPILL_PERIOD_MS", "milliseconds", 0, 86'400'000));
-  }
-  if (auto e = env("SPILLWAY_MEMORY_WAIT_MS")) {
-    v.memory_wait = std::chrono::milliseconds(
-        whole_number(*e, "SPILLWAY_MEMORY_WAIT_MS", "milliseconds", 0, 86'400'000));
-  }
-  if (auto e = env("SPILLWAY_PROGRESS_SPIN_US")) {
-    v.progress_spin = std::chrono::microseconds(
-        whole_number(*e, "SPILLWAY_PROGRESS_SPIN_US", "microseconds", 0, 86'400'000'000));
-  }
-  if (auto e = env("SPILLWAY_SPILL_INJECT")) {
-    char* end = nullptr;
-    v.spill_injection = std::strtod(e->c_str(), &end);
-    SPILLWAY_EXPECTS(
-        end != e->c_str() && *end == '\0' && v.spill_injection >= 0 && v.spill_injection <= 1,
-        "SPILLWAY_SPILL_INJECT must be a probability within 0..1, got '" + *e + "'");
-  }
-  if (auto e = env("SPILLWAY_COMM_TIMEOUT")) {
-    char* end = nullptr;
-    const double seconds = std::strtod(e->c_str(), &end);
-    // At least a millisecond: a shorter timeout would round to 0 ms and fail every wait.
-    SPILLWAY_EXPECTS(
-        end != e->c_str() && *end == '\0' && seconds >= 0.001 && seconds < 1e9,
-        "SPILLWAY_COMM_TIMEOUT must be a number of seconds within 0.001..1e9, got '" + *e + "'");
-    v.comm_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
-  }
-  if (auto e = env("SPILLWAY_MPI_IPC_WINDOW")) {
-    v.mpi_ipc_window = parse_bytes(*e, "SPILLWAY_MPI_IPC_WINDOW");
-  }
-  if (auto e = env("SPILLWAY_MPI_IPC_SLOT")) {
-    v.mpi_ipc_slot = positive_bytes(*e, "SPILLWAY_MPI_IPC_SLOT");
-    SPILLWAY_EXPECTS(v.mpi_ipc_slot <= (std::size_t{1} << 30),
-                     "SPILLWAY_MPI_IPC_SLOT must be at most 1 GiB, got '" + *e + "'");
-  }
-  if (auto e = env("SPILLWAY_LOG_LEVEL")) {
-    try {
-      v.log_level = parse_log_level(*e);
-    } catch (const logic_error& err) {
-      SPILLWAY_FAIL(std::string("SPILLWAY_LOG_LEVEL: ") + err.what());
-    }
+  OptionValues v;
+  for (const Setting& s : registry()) {
+    if (auto e = env(s.var)) s.load(v, *e);
   }
   return v;
 }
@@ -217,14 +479,32 @@ void update(F&& f) {
   s.log_level.store(static_cast<int>(s.values->log_level), std::memory_order_relaxed);
 }
 
+/// Sets one field, checked as the registry says (a value out of range names the variable).
+template <typename T>
+void set_field(const Field<T>& f, T value) {
+  check(f, value, std::string());
+  if constexpr (std::is_same_v<T, std::string>) {
+    f.parse(value, f.var);  // (the checks a string's parser makes)
+  }
+  update([&](OptionValues& v) { v.*f.member = std::move(value); });
+}
+
 }  // namespace
+
+OptionValues::OptionValues() {
+  for (const Setting& s : registry()) s.reset(*this);
+}
 
 namespace options {
 
 OptionValues get() {
-  OptionValues out;
-  update([&](OptionValues& v) { out = v; });
-  return out;
+  auto& st = state();
+  std::lock_guard lock(st.mutex);
+  if (!st.values) {
+    st.values = from_environment();
+    st.log_level.store(static_cast<int>(st.values->log_level), std::memory_order_relaxed);
+  }
+  return *st.values;
 }
 
 LogLevel log_level() {
@@ -242,88 +522,97 @@ void reload_from_environment() {
 }
 
 void set_spill_dir(std::string dir) {
-  SPILLWAY_EXPECTS(!dir.empty(), "the spill directory must not be empty");
-  update([&](OptionValues& v) { v.spill_dir = std::move(dir); });
+  set_field(field::spill_dir, std::move(dir));
 }
 void set_device_limit(Limit l) {
-  update([&](OptionValues& v) { v.device_limit = l; });
+  set_field(field::device_limit, l);
 }
 void set_pinned_limit(Limit l) {
-  update([&](OptionValues& v) { v.pinned_limit = l; });
+  set_field(field::pinned_limit, l);
 }
 void set_host_limit(Limit l) {
-  update([&](OptionValues& v) { v.host_limit = l; });
+  set_field(field::host_limit, l);
 }
 void set_disk_limit(Limit l) {
-  update([&](OptionValues& v) { v.disk_limit = l; });
+  set_field(field::disk_limit, l);
 }
 void set_device_allocator(DeviceAllocator a) {
-  update([&](OptionValues& v) { v.device_allocator = a; });
+  set_field(field::device_allocator, a);
 }
 void set_device_pool_size(Limit l) {
-  update([&](OptionValues& v) { v.device_pool_size = l; });
+  set_field(field::device_pool_size, l);
 }
 void set_pinned_pool(bool enabled) {
-  update([&](OptionValues& v) { v.pinned_pool = enabled; });
+  set_field(field::pinned_pool, enabled);
 }
 void set_pinned_reserve(Limit l) {
-  update([&](OptionValues& v) { v.pinned_reserve = l; });
+  set_field(field::pinned_reserve, l);
 }
 void set_host_cache(Limit l) {
-  update([&](OptionValues& v) { v.host_cache = l; });
+  set_field(field::host_cache, l);
 }
 void set_io_threads(std::size_t n) {
-  SPILLWAY_EXPECTS(n >= 1 && n <= 1024, "io threads must be within 1..1024");
-  update([&](OptionValues& v) { v.io_threads = n; });
+  set_field(field::io_threads, n);
 }
 void set_io_task_size(std::size_t bytes) {
-  SPILLWAY_EXPECTS(bytes > 0, "the io task size must be positive");
-  update([&](OptionValues& v) { v.io_task_size = bytes; });
+  set_field(field::io_task_size, bytes);
 }
 void set_io_direct(bool enabled) {
-  update([&](OptionValues& v) { v.io_direct = enabled; });
+  set_field(field::io_direct, enabled);
 }
 void set_io_numa(bool enabled) {
-  update([&](OptionValues& v) { v.io_numa = enabled; });
+  set_field(field::io_numa, enabled);
 }
 void set_io_gds(IoGds mode) {
-  update([&](OptionValues& v) { v.io_gds = mode; });
+  set_field(field::io_gds, mode);
 }
 void set_spill_task_size(std::size_t bytes) {
-  SPILLWAY_EXPECTS(bytes > 0, "the spill task size must be greater than zero");
-  update([&](OptionValues& v) { v.spill_task_size = bytes; });
+  set_field(field::spill_task_size, bytes);
 }
 void set_spill_file_size(std::size_t bytes) {
-  SPILLWAY_EXPECTS(bytes > 0, "the spill file size must be greater than zero");
-  update([&](OptionValues& v) { v.spill_file_size = bytes; });
+  set_field(field::spill_file_size, bytes);
 }
 void set_staging_size(std::size_t bytes) {
-  update([&](OptionValues& v) { v.staging_size = bytes; });
+  set_field(field::staging_size, bytes);
 }
 void set_spill_period(std::chrono::milliseconds period) {
-  SPILLWAY_EXPECTS(period.count() >= 0, "the spill period must not be negative");
-  update([&](OptionValues& v) { v.spill_period = period; });
+  set_field(field::spill_period, period);
+}
+void set_memory_wait(std::chrono::milliseconds wait) {
+  set_field(field::memory_wait, wait);
+}
+void set_progress_spin(std::chrono::microseconds spin) {
+  set_field(field::progress_spin, spin);
+}
+void set_spill_injection(double probability) {
+  set_field(field::spill_injection, probability);
 }
 void set_comm_timeout(std::chrono::milliseconds timeout) {
-  SPILLWAY_EXPECTS(timeout.count() > 0, "the communication timeout must be positive");
-  update([&](OptionValues& v) { v.comm_timeout = timeout; });
+  set_field(field::comm_timeout, timeout);
 }
 void set_mpi_ipc_window(std::size_t bytes) {
-  update([&](OptionValues& v) { v.mpi_ipc_window = bytes; });
+  set_field(field::mpi_ipc_window, bytes);
 }
 void set_mpi_ipc_slot(std::size_t bytes) {
-  SPILLWAY_EXPECTS(bytes > 0 && bytes <= (std::size_t{1} << 30),
-                   "the CUDA IPC slot size must be within 1 B..1 GiB");
-  update([&](OptionValues& v) { v.mpi_ipc_slot = bytes; });
-}
-
-void set_spill_injection(double probability) {
-  SPILLWAY_EXPECTS(probability >= 0 && probability <= 1,
-                   "the spill injection probability must be within 0..1");
-  update([&](OptionValues& v) { v.spill_injection = probability; });
+  set_field(field::mpi_ipc_slot, bytes);
 }
 void set_log_level(LogLevel level) {
-  update([&](OptionValues& v) { v.log_level = level; });
+  set_field(field::log_level, level);
+}
+
+std::vector<SettingInfo> describe() {
+  const OptionValues now = get();
+  std::vector<SettingInfo> out;
+  for (const Setting& s : registry()) out.push_back({s.var, s.default_text, s.doc, s.show(now)});
+  return out;
+}
+
+std::string markdown_table() {
+  std::string t = "| Variable | Default | Meaning |\n|---|---|---|\n";
+  for (const Setting& s : registry()) {
+    t += "| `" + std::string(s.var) + "` | `" + s.default_text + "` | " + s.doc + " |\n";
+  }
+  return t;
 }
 
 }  // namespace options

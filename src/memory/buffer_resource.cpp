@@ -28,24 +28,26 @@ using detail::names;
 using detail::physical_memory;
 using detail::seconds_since;
 
+BufferResourceConfig::BufferResourceConfig() : BufferResourceConfig(OptionValues{}) {}
+
+BufferResourceConfig::BufferResourceConfig(const OptionValues& o)
+    : limits{o.device_limit, o.pinned_limit, o.host_limit, o.disk_limit},
+      device_allocator{o.device_allocator},
+      device_pool_size{o.device_pool_size},
+      pinned_pool{o.pinned_pool},
+      pinned_reserve{o.pinned_reserve},
+      host_cache{o.host_cache},
+      spill_dir{o.spill_dir},
+      io_threads{o.io_threads},
+      spill_task_size{o.spill_task_size},
+      spill_file_size{o.spill_file_size},
+      staging_size{o.staging_size},
+      spill_period{o.spill_period},
+      memory_wait{o.memory_wait},
+      spill_injection{o.spill_injection} {}
+
 BufferResourceConfig BufferResourceConfig::from_options() {
-  const OptionValues o = options::get();
-  BufferResourceConfig c;
-  c.limits = {o.device_limit, o.pinned_limit, o.host_limit, o.disk_limit};
-  c.device_allocator = o.device_allocator;
-  c.device_pool_size = o.device_pool_size;
-  c.pinned_pool = o.pinned_pool;
-  c.pinned_reserve = o.pinned_reserve;
-  c.host_cache = o.host_cache;
-  c.spill_dir = o.spill_dir;
-  c.io_threads = o.io_threads;
-  c.spill_task_size = o.spill_task_size;
-  c.spill_file_size = o.spill_file_size;
-  c.staging_size = o.staging_size;
-  c.spill_period = o.spill_period;
-  c.memory_wait = o.memory_wait;
-  c.spill_injection = o.spill_injection;
-  return c;
+  return BufferResourceConfig(options::get());
 }
 
 BufferResource::BufferResource(const BufferResourceConfig& config)

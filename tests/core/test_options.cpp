@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <set>
 
 using namespace spillway;
 
@@ -139,4 +142,63 @@ TEST(Options, ParseDeviceAllocator) {
   EXPECT_EQ(parse_device_allocator("pool"), DeviceAllocator::pool);
   EXPECT_THROW((void)parse_device_allocator("rmm"), logic_error);
   EXPECT_STREQ(to_string(DeviceAllocator::pool), "pool");
+}
+
+TEST(Options, ADefaultOptionValuesHoldsWhatTheEnvironmentlessSettingsSay) {
+  OptionsGuard guard;
+  // No SPILLWAY_* variable may be set for this comparison: take them away for its length.
+  std::vector<std::pair<std::string, std::string>> saved;
+  for (const auto& s : options::describe()) {
+    if (const char* v = std::getenv(s.variable.c_str())) {
+      saved.emplace_back(s.variable, v);
+      ::unsetenv(s.variable.c_str());
+    }
+  }
+  options::reload_from_environment();
+  EXPECT_TRUE(options::get() == OptionValues{});
+  for (const auto& [name, value] : saved) ::setenv(name.c_str(), value.c_str(), 1);
+}
+
+TEST(Options, EverySettingIsDescribedWithItsDefault) {
+  const auto all = options::describe();
+  EXPECT_GE(all.size(), 26u);
+  std::set<std::string> names;
+  for (const auto& s : all) {
+    EXPECT_EQ(s.variable.rfind("SPILLWAY_", 0), 0u) << s.variable;
+    EXPECT_FALSE(s.default_value.empty()) << s.variable;
+    EXPECT_GT(s.description.size(), 10u) << s.variable;
+    EXPECT_FALSE(s.current.empty()) << s.variable;
+    EXPECT_TRUE(names.insert(s.variable).second) << s.variable << " twice";
+  }
+}
+
+TEST(Options, SettersCheckWhatTheEnvironmentChecks) {
+  OptionsGuard guard;
+  EXPECT_THROW(options::set_io_task_size(0), logic_error);
+  EXPECT_THROW(options::set_spill_task_size(0), logic_error);
+  EXPECT_THROW(options::set_mpi_ipc_slot(2 * GiB), logic_error);
+  EXPECT_THROW(options::set_spill_injection(1.5), logic_error);
+  EXPECT_THROW(options::set_comm_timeout(std::chrono::milliseconds(0)), logic_error);
+  try {
+    options::set_io_threads(2000);
+    ADD_FAILURE() << "accepted";
+  } catch (const logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("SPILLWAY_IO_THREADS"), std::string::npos) << e.what();
+  }
+  options::set_memory_wait(std::chrono::milliseconds(7));
+  EXPECT_EQ(options::get().memory_wait, std::chrono::milliseconds(7));
+}
+
+TEST(Options, TheReadmeSettingsTableIsTheRegistrys) {
+  std::ifstream in(std::string(SPILLWAY_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in) << "no README.md in " << SPILLWAY_SOURCE_DIR;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string begin = "<!-- settings-table: spillway-settings --markdown -->\n";
+  const std::string end = "<!-- /settings-table -->";
+  const auto a = text.find(begin);
+  const auto b = text.find(end);
+  ASSERT_TRUE(a != std::string::npos && b != std::string::npos && b > a)
+      << "README.md has no settings table between '" << begin << "' and '" << end << "'";
+  EXPECT_EQ(text.substr(a + begin.size(), b - a - begin.size()), options::markdown_table())
+      << "regenerate it: spillway-settings --markdown";
 }

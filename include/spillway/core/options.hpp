@@ -1,7 +1,8 @@
 #pragma once
 /// @file options.hpp
 /// The one options object of spillway. Every setting has a SPILLWAY_* environment variable
-/// (read once, at first use), a setter, and a documented default. Thread-safe.
+/// (read once, at first use), a setter, and a documented default, all declared once in the
+/// settings registry. Thread-safe.
 
 #include <spillway/core/limit.hpp>
 #include <spillway/core/logging.hpp>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace spillway {
 
@@ -22,82 +24,54 @@ enum class DeviceAllocator {
 DeviceAllocator parse_device_allocator(const std::string& text);
 const char* to_string(DeviceAllocator a) noexcept;
 
-/// GPUDirect Storage use (see OptionValues::io_gds).
+/// GPUDirect Storage use (SPILLWAY_IO_GDS).
 enum class IoGds { off, automatic, on };
+/// Parses "off|auto|on". @throws spillway::logic_error naming the valid choices.
+IoGds parse_io_gds(const std::string& text);
+const char* to_string(IoGds g) noexcept;
 
-/// All settings. Use `options::get()` for a snapshot and the setters to change one.
+/// All settings, each declared once in the settings registry (src/core/options.cpp): its
+/// SPILLWAY_* variable, parser, default and documentation. The README's settings table is
+/// generated from it (`spillway-settings --markdown`); `options::describe()` gives it at run
+/// time. A default-constructed OptionValues holds every default. Use `options::get()` for a
+/// snapshot of the current settings and the setters to change one.
 struct OptionValues {
-  /// SPILLWAY_SPILL_DIR; default: $TMPDIR, else /tmp. A private subdirectory is made inside.
-  std::string spill_dir;
-  /// SPILLWAY_DEVICE_LIMIT, SPILLWAY_PINNED_LIMIT, SPILLWAY_HOST_LIMIT, SPILLWAY_DISK_LIMIT:
-  /// bytes ("4GiB"), a fraction of capacity ("80%") or "unlimited" (the default for all).
-  Limit device_limit, pinned_limit, host_limit, disk_limit;
-  /// SPILLWAY_DEVICE_ALLOCATOR: cuda | async | pool; default async.
-  DeviceAllocator device_allocator{DeviceAllocator::async};
-  /// SPILLWAY_DEVICE_POOL_SIZE: memory reserved up front by the `pool` allocator; default: the
-  /// device limit when one is set, else 50% of the device.
-  Limit device_pool_size{Limit::unlimited()};
-  /// SPILLWAY_PINNED_POOL: use a pinned-host pool for PINNED_HOST (1) or disable that tier (0,
-  /// like RapidsMPF's -L). Default 1.
-  bool pinned_pool{true};
-  /// SPILLWAY_PINNED_RESERVE: pinned host memory the pool maps up front (bytes or a fraction
-  /// of host memory, at most the PINNED_HOST limit); default 0: it grows as it is used. Growing
-  /// pins fresh pages on the allocating thread, a few GB/s (bench/NOTES.md), so a first
-  /// landing of several GiB on the host waits for it.
-  Limit pinned_reserve{Limit::bytes(0)};
-  /// SPILLWAY_HOST_CACHE: freed host blocks kept for reuse (bytes or a fraction of host
-  /// memory); cached plus used bytes never exceed the HOST limit. Default 10%.
-  Limit host_cache{Limit::fraction(0.1)};
-  /// SPILLWAY_IO_THREADS: threads of the spill I/O pool and of file reads; default
-  /// min(16, the CPUs this process may use), counting only those of the GPU's NUMA node on a
-  /// machine of several nodes.
-  std::size_t io_threads{0};
-  /// SPILLWAY_IO_TASK_SIZE: bytes per parallel file-read task; default 4 MiB.
-  std::size_t io_task_size{0};
-  /// SPILLWAY_IO_DIRECT: 1 reads files with O_DIRECT (where the file system allows); default 0.
-  bool io_direct{false};
-  /// SPILLWAY_IO_NUMA: 1 (the default): on a machine of several NUMA nodes, I/O threads run on
-  /// the CPUs of the GPU's node and pinned bounce buffers come from its memory; 0 leaves both
-  /// to the operating system. Nothing changes on a one-node machine.
-  bool io_numa{true};
-  /// SPILLWAY_IO_GDS: GPUDirect Storage (cuFile) for file reads into and writes from device
-  /// memory: `off`; `auto` (the default) uses it when libcufile loads and the nvidia-fs driver
-  /// is there (true GDS); `on` whenever libcufile loads, also in its compatibility mode.
-  IoGds io_gds{IoGds::automatic};
-  /// SPILLWAY_SPILL_TASK_SIZE: bytes per parallel spill read/write task, each with its own
-  /// checksum; default 8 MiB.
-  std::size_t spill_task_size{0};
-  /// SPILLWAY_SPILL_FILE_SIZE: a spill file takes new blocks until it is this big; default 1 GiB.
-  std::size_t spill_file_size{0};
-  /// SPILLWAY_STAGING_SIZE: pinned bounce memory for DEVICE<->DISK copies; default 0 = auto:
-  /// two halves of io_threads x spill_task_size, so that every I/O thread has a piece.
-  std::size_t staging_size{0};
-  /// SPILLWAY_SPILL_PERIOD_MS: period of the background spill thread (0 = off, the default).
-  std::chrono::milliseconds spill_period{0};
-  /// SPILLWAY_MEMORY_WAIT_MS: how long a reservation that finds its tiers full of memory that
-  /// cannot spill (transfers in flight, buffers in use) waits for some of it to be freed before
-  /// it fails; every release starts the wait again. Default 1000; 0 fails at once.
-  std::chrono::milliseconds memory_wait{1000};
-  /// SPILLWAY_PROGRESS_SPIN_US: how long a progress thread with nothing to do polls before it
-  /// backs off into sleeps of up to 1 ms (ProgressThread::Backoff). Default 2000.
-  std::chrono::microseconds progress_spin{2000};
-  /// SPILLWAY_SPILL_INJECT: probability (0..1) that a reservation first spills its tier even
-  /// without pressure — a test knob that forces spilling at random points. Default 0.
-  double spill_injection{0};
-  /// SPILLWAY_COMM_TIMEOUT: seconds a rank waits on a peer before it fails with a comm_error
-  /// (a dead or stuck peer); default 300.
-  std::chrono::milliseconds comm_timeout{300000};
-  /// SPILLWAY_MPI_IPC_WINDOW: device memory each rank of the `mpi` communicator sets aside (in
-  /// slots) for peers on its node to copy device buffers into over CUDA IPC; 0 turns
-  /// CUDA IPC off (device buffers are then staged through pinned host memory). Default 1 GiB.
-  std::size_t mpi_ipc_window{std::size_t{1} << 30};
-  /// SPILLWAY_MPI_IPC_SLOT: the slot size of that window, the piece in which device buffers
-  /// move through it; default 256 MiB (16 MiB pieces reached 0.90x NCCL on 4 GiB messages,
-  /// 64 MiB 1.00x; in the 20 GiB shuffle, 4 slots of 256 MiB beat 8 of 64 MiB by ~10%:
-  /// bench/NOTES.md).
-  std::size_t mpi_ipc_slot{std::size_t{256} << 20};
-  /// SPILLWAY_LOG_LEVEL: none | error | warn | info | debug | trace; default warn.
-  LogLevel log_level{LogLevel::warn};
+  OptionValues();
+
+  std::string spill_dir;  ///< SPILLWAY_SPILL_DIR
+  Limit device_limit, pinned_limit, host_limit,
+      disk_limit;                             ///< SPILLWAY_{DEVICE,PINNED,HOST,DISK}_LIMIT
+  DeviceAllocator device_allocator{};         ///< SPILLWAY_DEVICE_ALLOCATOR
+  Limit device_pool_size;                     ///< SPILLWAY_DEVICE_POOL_SIZE
+  bool pinned_pool{};                         ///< SPILLWAY_PINNED_POOL
+  Limit pinned_reserve;                       ///< SPILLWAY_PINNED_RESERVE
+  Limit host_cache;                           ///< SPILLWAY_HOST_CACHE
+  std::size_t io_threads{};                   ///< SPILLWAY_IO_THREADS
+  std::size_t io_task_size{};                 ///< SPILLWAY_IO_TASK_SIZE
+  bool io_direct{};                           ///< SPILLWAY_IO_DIRECT
+  bool io_numa{};                             ///< SPILLWAY_IO_NUMA
+  IoGds io_gds{};                             ///< SPILLWAY_IO_GDS
+  std::size_t spill_task_size{};              ///< SPILLWAY_SPILL_TASK_SIZE
+  std::size_t spill_file_size{};              ///< SPILLWAY_SPILL_FILE_SIZE
+  std::size_t staging_size{};                 ///< SPILLWAY_STAGING_SIZE
+  std::chrono::milliseconds spill_period{};   ///< SPILLWAY_SPILL_PERIOD_MS
+  std::chrono::milliseconds memory_wait{};    ///< SPILLWAY_MEMORY_WAIT_MS
+  std::chrono::microseconds progress_spin{};  ///< SPILLWAY_PROGRESS_SPIN_US
+  double spill_injection{};                   ///< SPILLWAY_SPILL_INJECT
+  std::chrono::milliseconds comm_timeout{};   ///< SPILLWAY_COMM_TIMEOUT
+  std::size_t mpi_ipc_window{};               ///< SPILLWAY_MPI_IPC_WINDOW
+  std::size_t mpi_ipc_slot{};                 ///< SPILLWAY_MPI_IPC_SLOT
+  LogLevel log_level{};                       ///< SPILLWAY_LOG_LEVEL
+
+  friend bool operator==(const OptionValues&, const OptionValues&) = default;
+};
+
+/// One setting as the registry declares it.
+struct SettingInfo {
+  std::string variable;       ///< SPILLWAY_...
+  std::string default_value;  ///< as documented ("4MiB", "unlimited", "$TMPDIR, else /tmp")
+  std::string description;
+  std::string current;  ///< its value in options::get(), as text
 };
 
 namespace options {
@@ -131,7 +105,14 @@ void set_spill_injection(double probability);
 void set_comm_timeout(std::chrono::milliseconds timeout);
 void set_mpi_ipc_window(std::size_t bytes);
 void set_mpi_ipc_slot(std::size_t bytes);
+void set_memory_wait(std::chrono::milliseconds wait);
+void set_progress_spin(std::chrono::microseconds spin);
 void set_log_level(LogLevel level);
+
+/// Every setting, in the registry's order, with its current value.
+std::vector<SettingInfo> describe();
+/// The settings as a Markdown table (variable, default, meaning): the README's.
+std::string markdown_table();
 
 /// Reads the SPILLWAY_* variables again into the settings (tests use this after setenv).
 /// @throws spillway::logic_error naming the variable whose value is invalid.

@@ -32,44 +32,52 @@
 
 namespace spillway {
 
-/// How a BufferResource is set up. `from_options()` fills it from the SPILLWAY_* settings.
+/// How a BufferResource is set up. The settings that have a SPILLWAY_* variable start from
+/// the registry's defaults (options.hpp): `BufferResourceConfig{}` is what the settings say
+/// with no variable set and no setter called, `from_options()` what they say now.
 struct BufferResourceConfig {
+  /// The settings' defaults.
+  BufferResourceConfig();
+  /// From `o`: limits, allocators, spill and staging sizes, waits.
+  explicit BufferResourceConfig(const OptionValues& o);
+  /// The configuration the current options (and SPILLWAY_* variables) describe.
+  static BufferResourceConfig from_options();
+
   /// Per tier (indexed by MemoryType): a byte count, a fraction of capacity, or unlimited.
   std::array<Limit, 4> limits{};
-  DeviceAllocator device_allocator{DeviceAllocator::async};
+  DeviceAllocator device_allocator{};
   /// Bytes the `pool` allocator maps up front; unlimited means "the device limit if set, else
   /// 50% of the device, at most 90% of its free memory" (ranks sharing a GPU each get some).
   Limit device_pool_size{};
   /// Whether the PINNED_HOST tier exists (RapidsMPF's -L turns it off).
-  bool pinned_pool{true};
+  bool pinned_pool{};
   /// PINNED_HOST memory mapped up front, at most the tier's limit; unlimited means the
-  /// limit (which must then be set). Default 0: the pool grows as it is used.
-  Limit pinned_reserve{Limit::bytes(0)};
+  /// limit (which must then be set); 0: the pool grows as it is used.
+  Limit pinned_reserve{};
   /// Freed host blocks kept for reuse (see HostMemoryResource); within the HOST limit.
-  Limit host_cache{Limit::fraction(0.1)};
+  Limit host_cache{};
   /// False forces the CPU path (no DEVICE or PINNED_HOST tier) even where a GPU exists.
   bool use_gpu{true};
-  std::string spill_dir{"/tmp"};
-  std::size_t io_threads{4};
-  std::size_t spill_task_size{8u << 20};
-  std::size_t spill_file_size{1u << 30};
-  std::size_t staging_size{0};  // 0: 2 x io_threads x spill_task_size
+  std::string spill_dir;
+  std::size_t io_threads{};
+  std::size_t spill_task_size{};
+  std::size_t spill_file_size{};
+  std::size_t staging_size{};  // 0: 2 x io_threads x spill_task_size
   /// Background spilling: period (0 = off) and the free bytes to keep per tier. The headroom
   /// also steers reserve_first_fit: a tier is "with room" only if the bytes leave its headroom
   /// free, so movable data (a shuffle's incoming chunks) lands lower instead of taking the
   /// memory that local work (making and packing the next input) would then have to spill for.
-  std::chrono::milliseconds spill_period{0};
+  std::chrono::milliseconds spill_period{};
   std::array<std::size_t, 4> headroom{};
   /// How long reserve() and reserve_first_fit() wait, when nothing more can spill, for memory
   /// in use (transfers in flight, another thread's buffers) to be freed before they fail;
   /// every release starts the wait again. 0: fail at once.
-  std::chrono::milliseconds memory_wait{1000};
+  std::chrono::milliseconds memory_wait{};
   bool statistics{true};
   /// Probability that a reservation spills its tier first even without pressure (tests).
-  double spill_injection{0};
+  double spill_injection{};
 
-  /// The configuration the current options (and SPILLWAY_* variables) describe.
-  static BufferResourceConfig from_options();
+  friend bool operator==(const BufferResourceConfig&, const BufferResourceConfig&) = default;
 };
 
 /// One per rank; thread-safe. Every byte spillway holds lives in a Buffer of one tier, paid for
@@ -90,6 +98,8 @@ class BufferResource {
   BufferResource(BufferResource&&) = delete;
   BufferResource& operator=(BufferResource&&) = delete;
 
+  /// The configuration it was made with.
+  [[nodiscard]] const BufferResourceConfig& config() const noexcept { return config_; }
   [[nodiscard]] bool is_live(MemoryType t) const noexcept { return tiers_[index(t)].live; }
   /// The resolved limit in bytes (unlimited_bytes when none).
   [[nodiscard]] std::size_t limit(MemoryType t) const noexcept { return tiers_[index(t)].limit; }
