@@ -7,6 +7,7 @@
 // bytes this rank sent over its time. Global throughput: the bytes all ranks sent over the
 // slowest rank's time (one figure for the whole exchange).
 #include <spillway/comm/bootstrap.hpp>
+#include <spillway/comm/launch.hpp>
 #include <spillway/comm/local.hpp>
 #include <spillway/comm/mpi.hpp>
 #include <spillway/comm/single.hpp>
@@ -308,7 +309,6 @@ BufferResourceConfig rank_config(const Options& o) {
 }
 
 int run_local(const Options& o) {
-  auto comms = LocalCommunicator::create(o.ranks);
   std::vector<double> worst(static_cast<std::size_t>(o.ranks));
   std::barrier sync(o.ranks);
   std::mutex m;
@@ -323,14 +323,17 @@ int run_local(const Options& o) {
     NCCL_TRY(ncclCommInitAll(ncomms.data(), o.ranks, devs.data()));
   }
 #endif
-  std::vector<std::thread> threads;
   std::vector<std::string> errors;
   std::vector<double> mine0, slowest0;
-  for (Rank r = 0; r < o.ranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        if (const int dev = LocalCommunicator::device_of(r); dev >= 0) cuda::set_device(dev);
-        BufferResource br(rank_config(o));
+  LaunchOptions launch;
+  launch.on_error = [&](Rank r, const std::string& what) {
+    std::lock_guard lock(m);
+    errors.push_back("rank " + std::to_string(r) + ": " + what);
+  };
+  run_ranks(
+      RankKind::local, o.ranks, rank_config(o),
+      [&](Communicator& comm, BufferResource& br) {
+        const Rank r = comm.rank();
         auto max_over = [&](double s) {
           worst[static_cast<std::size_t>(r)] = s;
           sync.arrive_and_wait();
@@ -338,7 +341,7 @@ int run_local(const Options& o) {
           sync.arrive_and_wait();
           return w;
         };
-        auto [mine, slowest] = exchange(*comms[static_cast<std::size_t>(r)], br, o, max_over);
+        auto [mine, slowest] = exchange(comm, br, o, max_over);
         if (r == 0) {
           mine0 = mine;
           slowest0 = slowest;
@@ -349,13 +352,9 @@ int run_local(const Options& o) {
               ncomms[static_cast<std::size_t>(r)], o, o.ranks, r, [&] { sync.arrive_and_wait(); });
         }
 #endif
-      } catch (const std::exception& e) {
-        std::lock_guard lock(m);
-        errors.push_back("rank " + std::to_string(r) + ": " + e.what());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+        return 0;
+      },
+      launch);
   for (const auto& e : errors) std::cerr << "spillway-bench-comm: " << e << "\n";
   if (!errors.empty()) return 1;
   report("spillway", o, o.ranks, mine0, slowest0, true);
@@ -380,57 +379,54 @@ int run_local(const Options& o) {
 
 int run_mpi(const Options& o) {
 #if SPILLWAY_HAS_MPI
-  mpi::init(nullptr, nullptr);
-  int me = 0;
-  int n = 1;
-  MPI_Comm_rank(mpi::world(), &me);
-  MPI_Comm_size(mpi::world(), &n);
-  int rc = 0;
-  {
-    if (const int dev = bootstrap::device_for_rank(me); dev >= 0) cuda::set_device(dev);
-    BufferResource br(rank_config(o));
-    auto comm = make_mpi_communicator(br);
-    auto max_over = [](double s) {
-      MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, mpi::world());
-      return s;
-    };
-    try {
-      auto [mine, slowest] = exchange(*comm, br, o, max_over);
-      report("spillway", o, n, mine, slowest, me == 0);
-      if (o.baseline && o.tier != MemoryType::DEVICE) {
-        auto base = alltoallv(o, n, me);
-        if (me == 0 && base.empty()) {
-          std::cout << "MPI_Alltoallv: skipped (these counts do not fit MPI's int counts)\n";
-        } else if (me == 0) {
-          report("MPI_Alltoallv", o, n, base, base, true);
-          print_ratio("MPI_Alltoallv", slowest, base);
+  LaunchOptions launch;
+  launch.program = "spillway-bench-comm";
+  // NCCL takes one GPU per rank ("invalid usage" for two ranks on one).
+  const bool own_gpu = ranks_per_gpu(RankKind::mpi, 0) == 1;
+  return run_ranks(
+      RankKind::mpi, 0, rank_config(o),
+      [&](Communicator& comm, BufferResource& br) {
+        const int me = comm.rank();
+        const int n = comm.nranks();
+        auto max_over = [](double s) {
+          MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_MAX, mpi::world());
+          return s;
+        };
+        auto [mine, slowest] = exchange(comm, br, o, max_over);
+        report("spillway", o, n, mine, slowest, me == 0);
+        if (o.baseline && o.tier != MemoryType::DEVICE) {
+          auto base = alltoallv(o, n, me);
+          if (me == 0 && base.empty()) {
+            std::cout << "MPI_Alltoallv: skipped (these counts do not fit MPI's int counts)\n";
+          } else if (me == 0) {
+            report("MPI_Alltoallv", o, n, base, base, true);
+            print_ratio("MPI_Alltoallv", slowest, base);
+          }
         }
-      }
+        if (o.baseline && o.tier == MemoryType::DEVICE && !own_gpu && me == 0) {
+          std::cout << "baseline: none (NCCL needs one GPU per rank; these ranks share one)\n";
+        }
 #if SPILLWAY_BENCH_NCCL
-      if (o.baseline && o.tier == MemoryType::DEVICE) {
-        ncclUniqueId id;
-        if (me == 0) NCCL_TRY(ncclGetUniqueId(&id));
-        MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, mpi::world());
-        ncclComm_t nc = nullptr;
-        NCCL_TRY(ncclCommInitRank(&nc, n, id, me));
-        auto t = nccl_exchange(nc, o, n, me, [] { MPI_Barrier(mpi::world()); });
-        std::vector<double> slow = t;
-        MPI_Allreduce(MPI_IN_PLACE, slow.data(), static_cast<int>(slow.size()), MPI_DOUBLE, MPI_MAX,
-                      mpi::world());
-        if (me == 0) {
-          report("nccl", o, n, t, slow, true);
-          print_ratio("NCCL", slowest, slow);
+        if (o.baseline && o.tier == MemoryType::DEVICE && own_gpu) {
+          ncclUniqueId id;
+          if (me == 0) NCCL_TRY(ncclGetUniqueId(&id));
+          MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, mpi::world());
+          ncclComm_t nc = nullptr;
+          NCCL_TRY(ncclCommInitRank(&nc, n, id, me));
+          auto t = nccl_exchange(nc, o, n, me, [] { MPI_Barrier(mpi::world()); });
+          std::vector<double> slow = t;
+          MPI_Allreduce(MPI_IN_PLACE, slow.data(), static_cast<int>(slow.size()), MPI_DOUBLE,
+                        MPI_MAX, mpi::world());
+          if (me == 0) {
+            report("nccl", o, n, t, slow, true);
+            print_ratio("NCCL", slowest, slow);
+          }
+          ncclCommDestroy(nc);
         }
-        ncclCommDestroy(nc);
-      }
 #endif
-    } catch (const std::exception& e) {
-      std::cerr << "spillway-bench-comm: rank " << me << ": " << e.what() << "\n";
-      rc = 1;
-    }
-  }
-  mpi::finalize();
-  return rc;
+        return 0;
+      },
+      launch);
 #else
   (void)o;
   std::cerr << "spillway-bench-comm: built without MPI\n";

@@ -30,6 +30,7 @@
 // host buffer), printed with its medians and the ratio of global throughputs (--no-baseline
 // skips it).
 #include <spillway/comm/bootstrap.hpp>
+#include <spillway/comm/launch.hpp>
 #include <spillway/comm/local.hpp>
 #include <spillway/comm/mpi.hpp>
 #include <spillway/comm/single.hpp>
@@ -493,72 +494,22 @@ class Bench {
 #endif
 };
 
-int run_threads(const Options& o) {
-  auto comms = o.comm == "single" ? [] {
-    std::vector<std::unique_ptr<Communicator>> v;
-    v.push_back(make_single_communicator());
-    return v;
-  }()
-                                  : LocalCommunicator::create(o.ranks);
-  std::vector<int> rc(comms.size(), 0);
-  std::mutex m;
-  std::vector<std::thread> threads;
-  for (std::size_t r = 0; r < comms.size(); ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        if (!o.cpu) {
-          if (const int dev = LocalCommunicator::device_of(static_cast<Rank>(r)); dev >= 0) {
-            cuda::set_device(dev);
-          }
-        }
-        BufferResource br(rank_config(o));
-        rc[r] = Bench(o, *comms[r], br).run_all();
-        comms[r].reset();  // leaves the group while `br` is alive
-      } catch (const std::exception& e) {
-        std::lock_guard lock(m);
-        std::cerr << "spillway-bench-shuffle: rank " << r << ": " << e.what() << "\n";
-        rc[r] = 1;
-        comms[r].reset();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return *std::max_element(rc.begin(), rc.end());
-}
-
-int run_mpi(const Options& o) {
-  if (!mpi::is_compiled()) {
-    std::cerr << "spillway-bench-shuffle: built without MPI\n";
-    return 2;
-  }
-  mpi::init(nullptr, nullptr);
-  int rc = 0;
-  {
-    // Declared in this order so that the communicator goes before the resource it uses.
-    std::unique_ptr<BufferResource> br;
-    std::unique_ptr<Communicator> comm;
-    try {
-      if (const int dev = bootstrap::device_for_rank(mpi::world_rank()); dev >= 0 && !o.cpu) {
-        cuda::set_device(dev);
-      }
-      br = std::make_unique<BufferResource>(rank_config(o));
-      comm = make_mpi_communicator(*br);
-      rc = Bench(o, *comm, *br).run_all();
-    } catch (const std::exception& e) {
-      std::cerr << "spillway-bench-shuffle: rank " << mpi::world_rank() << ": " << e.what() << "\n";
-      mpi::abort(1);  // the other ranks may be waiting on this one
-    }
-  }
-  mpi::finalize();
-  return rc;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   try {
-    return o.comm == "mpi" ? run_mpi(o) : run_threads(o);
+    if (o.comm == "mpi" && !mpi::is_compiled()) {
+      std::cerr << "spillway-bench-shuffle: built without MPI\n";
+      return 2;
+    }
+    LaunchOptions launch;
+    launch.place_on_gpu = !o.cpu;
+    launch.program = "spillway-bench-shuffle";
+    return run_ranks(
+        parse_rank_kind(o.comm), o.ranks, rank_config(o),
+        [&](Communicator& comm, BufferResource& br) { return Bench(o, comm, br).run_all(); },
+        launch);
   } catch (const std::exception& e) {
     std::cerr << "spillway-bench-shuffle: " << e.what() << "\n";
     return 1;

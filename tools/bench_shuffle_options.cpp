@@ -151,19 +151,7 @@ BufferResourceConfig rank_config(const Options& o) {
   if (o.pinned_reserve_mib >= 0)
     c.pinned_reserve = Limit::bytes(std::size_t(o.pinned_reserve_mib) << 20);
   if (!o.spill_dir.empty()) c.spill_dir = o.spill_dir;
-  // Ranks that share a GPU share its memory: each pool gets its part of 90% (not 50% each).
-  const int gpus = cuda::device_count();
-  int ranks_here = o.ranks;  // -C local
-  if (o.comm == "mpi") {
-    const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    ranks_here = local_size != nullptr ? std::max(1, std::atoi(local_size)) : 1;
-    if (const auto launch = bootstrap::from_environment()) ranks_here = launch->nranks;
-  }
-  if (gpus > 0 && ranks_here > gpus && c.device_pool_size.is_unlimited() &&
-      o.device_limit_mib < 0) {
-    const int sharers = (ranks_here + gpus - 1) / gpus;
-    c.device_pool_size = Limit::fraction(0.9 / sharers);
-  }
+  // (Ranks that share a GPU split it: run_ranks, shared_gpu_config.)
   if (o.profile) c.statistics = true;
   return c;
 }

@@ -70,10 +70,11 @@ void publish(const LaunchInfo& launch, const std::string& key, const std::string
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << value;
     out.flush();
-    if (!out) throw io_error("bootstrap: cannot write " + tmp);
+    if (!out) SPILLWAY_FAIL("bootstrap: cannot write " + tmp, io_error);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw io_error("bootstrap: cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+    SPILLWAY_FAIL("bootstrap: cannot rename " + tmp + " to " + path + ": " + std::strerror(errno),
+                  io_error);
   }
 }
 
@@ -99,13 +100,15 @@ std::string lookup(const LaunchInfo& launch, const std::string& key, int from,
     if (auto value = read_whole(path)) return *value;
     if (auto how = read_whole(exited)) {
       if (auto value = read_whole(path)) return *value;  // published just before it exited
-      throw comm_error("bootstrap: rank " + std::to_string(from) + " exited " + *how +
-                       " before it published '" + key + "' (it left the launch)");
+      SPILLWAY_FAIL("bootstrap: rank " + std::to_string(from) + " exited " + *how +
+                        " before it published '" + key + "' (it left the launch)",
+                    comm_error);
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      throw comm_error("bootstrap: rank " + std::to_string(from) + " did not publish '" + key +
-                       "' within " + std::to_string(timeout.count()) + " ms (" + path +
-                       "; is it stuck?)");
+      SPILLWAY_FAIL("bootstrap: rank " + std::to_string(from) + " did not publish '" + key +
+                        "' within " + std::to_string(timeout.count()) + " ms (" + path +
+                        "; is it stuck?)",
+                    comm_error);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -22,7 +22,24 @@ std::string Request::describe() const {
 }  // namespace detail
 
 Communicator::Communicator(Rank rank, int nranks)
-    : logger_{rank, nranks}, timeout_{options::get().comm_timeout} {}
+    : rank_{rank}, nranks_{nranks}, logger_{rank, nranks}, timeout_{options::get().comm_timeout} {}
+
+std::unique_ptr<Future> Communicator::send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) {
+  check_rank(dst, "send");
+  check_buffer(buffer.get(), "send");
+  return do_send(std::move(buffer), dst, tag);
+}
+
+std::unique_ptr<Future> Communicator::recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) {
+  check_rank(src, "recv");
+  check_buffer(buffer.get(), "recv");
+  return do_recv(src, tag, std::move(buffer));
+}
+
+void Communicator::send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) {
+  check_rank(dst, "send_message");
+  do_send_message(std::move(data), dst, tag);
+}
 
 void Communicator::check_rank(Rank r, const char* what) const {
   SPILLWAY_EXPECTS(r >= 0 && r < nranks(), std::string(what) + ": rank " + std::to_string(r) +
@@ -57,9 +74,10 @@ void Communicator::wait(Future& future) {
   while (!test(future)) {
     const auto now = std::chrono::steady_clock::now();
     if (now > deadline) {
-      throw comm_error(logger_.prefix() + "timed out after " + std::to_string(timeout_.count()) +
-                       " ms waiting for the " + future.request().describe() +
-                       ": the peer is dead or stuck");
+      SPILLWAY_FAIL(logger_.prefix() + "timed out after " + std::to_string(timeout_.count()) +
+                        " ms waiting for the " + future.request().describe() +
+                        ": the peer is dead or stuck",
+                    comm_error);
     }
     // Poll hard for the first 2 ms (latency), then politely (a long wait burns no core).
     if (now - start < std::chrono::milliseconds(2)) {

@@ -51,7 +51,7 @@ class LocalRequest final : public Request {
 
   bool progress() override {
     const int s = state.load(std::memory_order_acquire);
-    if (s == failed) throw comm_error(error);
+    if (s == failed) SPILLWAY_FAIL(error, comm_error);
     if (s == copying) {
       if (!event->is_complete()) return false;
       state.store(done, std::memory_order_release);
@@ -63,8 +63,9 @@ class LocalRequest final : public Request {
       // Matched meanwhile? Look again under the lock, where matching happens.
       std::lock_guard lock(hub_->mutex);
       if (state.load() == queued) {
-        throw comm_error("rank " + std::to_string(peer) + " left the communicator before the " +
-                         describe() + " was matched");
+        SPILLWAY_FAIL("rank " + std::to_string(peer) + " left the communicator before the " +
+                          describe() + " was matched",
+                      comm_error);
       }
     }
     return false;
@@ -221,13 +222,8 @@ LocalCommunicator::~LocalCommunicator() {
   hub_->cv.notify_all();
 }
 
-int LocalCommunicator::nranks() const noexcept {
-  return hub_->nranks;
-}
-
-std::unique_ptr<Future> LocalCommunicator::send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) {
-  check_rank(dst, "send");
-  check_buffer(buffer.get(), "send");
+std::unique_ptr<Future> LocalCommunicator::do_send(std::unique_ptr<Buffer> buffer, Rank dst,
+                                                   Tag tag) {
   auto req = std::make_shared<detail::LocalRequest>(true, rank_, dst, tag, buffer.get(), hub_);
   if (buffer->mem_type() != MemoryType::HOST) {  // the copy waits for writes queued on its stream
     buffer->wait();
@@ -236,9 +232,8 @@ std::unique_ptr<Future> LocalCommunicator::send(std::unique_ptr<Buffer> buffer, 
   return post(std::move(req), std::move(buffer));
 }
 
-std::unique_ptr<Future> LocalCommunicator::recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) {
-  check_rank(src, "recv");
-  check_buffer(buffer.get(), "recv");
+std::unique_ptr<Future> LocalCommunicator::do_recv(Rank src, Tag tag,
+                                                   std::unique_ptr<Buffer> buffer) {
   auto req = std::make_shared<detail::LocalRequest>(false, rank_, src, tag, buffer.get(), hub_);
   if (buffer->mem_type() != MemoryType::HOST) req->ready.record(buffer->stream());  // allocation
   return post(std::move(req), std::move(buffer));
@@ -269,13 +264,12 @@ std::unique_ptr<Future> LocalCommunicator::post(std::shared_ptr<detail::LocalReq
   return std::make_unique<Future>(std::move(req), std::move(buffer));
 }
 
-void LocalCommunicator::send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) {
-  check_rank(dst, "send_message");
+void LocalCommunicator::do_send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) {
   std::lock_guard lock(hub_->mutex);
   hub_->messages[static_cast<std::size_t>(dst)].emplace_back(tag, Message{rank_, std::move(data)});
 }
 
-std::optional<Message> LocalCommunicator::recv_any(Tag tag) {
+std::optional<Message> LocalCommunicator::do_recv_any(Tag tag) {
   std::lock_guard lock(hub_->mutex);
   auto& q = hub_->messages[static_cast<std::size_t>(rank_)];
   for (auto it = q.begin(); it != q.end(); ++it) {
@@ -288,7 +282,7 @@ std::optional<Message> LocalCommunicator::recv_any(Tag tag) {
   return std::nullopt;
 }
 
-void LocalCommunicator::barrier() {
+void LocalCommunicator::do_barrier() {
   std::unique_lock lock(hub_->mutex);
   const std::uint64_t gen = hub_->barrier_generation;
   if (++hub_->barrier_waiting == static_cast<std::size_t>(hub_->nranks)) {
@@ -308,12 +302,14 @@ void LocalCommunicator::barrier() {
   if (hub_->barrier_generation != gen) return;
   --hub_->barrier_waiting;
   if (const Rank r = someone_gone(); r >= 0) {
-    throw comm_error(logger().prefix() + "barrier: rank " + std::to_string(r) +
-                     " left the communicator");
+    SPILLWAY_FAIL(
+        logger().prefix() + "barrier: rank " + std::to_string(r) + " left the communicator",
+        comm_error);
   }
   if (!passed) {
-    throw comm_error(logger().prefix() + "barrier timed out after " +
-                     std::to_string(timeout().count()) + " ms: a peer is dead or stuck");
+    SPILLWAY_FAIL(logger().prefix() + "barrier timed out after " +
+                      std::to_string(timeout().count()) + " ms: a peer is dead or stuck",
+                  comm_error);
   }
 }
 

@@ -9,7 +9,7 @@
 #include <spillway/core/units.hpp>
 
 #include "comm/detail/mpi_ipc.hpp"
-#include "detail/mpi_request.hpp"
+#include "comm/detail/mpi_request.hpp"
 
 #include <mpi.h>
 
@@ -54,13 +54,10 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_free(&st_->comm);
   }
 
-  [[nodiscard]] Rank rank() const noexcept override { return st_->rank; }
-  [[nodiscard]] int nranks() const noexcept override { return st_->size; }
   [[nodiscard]] const char* kind() const noexcept override { return "mpi"; }
 
-  std::unique_ptr<Future> send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) override {
-    check_rank(dst, "send");
-    check_buffer(buffer.get(), "send");
+ private:
+  std::unique_ptr<Future> do_send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) override {
     if (buffer->mem_type() == MemoryType::PINNED_HOST) {  // MPI reads it: writes must land
       buffer->wait();
       buffer->stream().synchronize();
@@ -71,15 +68,12 @@ class MpiCommunicator final : public Communicator {
     return std::make_unique<Future>(std::move(req), std::move(buffer));
   }
 
-  std::unique_ptr<Future> recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) override {
-    check_rank(src, "recv");
-    check_buffer(buffer.get(), "recv");
+  std::unique_ptr<Future> do_recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) override {
     auto req = start(false, src, tag, *buffer, st_);
     return std::make_unique<Future>(std::move(req), std::move(buffer));
   }
 
-  void send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) override {
-    check_rank(dst, "send_message");
+  void do_send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) override {
     SPILLWAY_EXPECTS(data.size() <= static_cast<std::size_t>(INT_MAX),
                      "send_message: messages are limited to 2 GiB; send a Buffer instead");
     reap();
@@ -87,33 +81,34 @@ class MpiCommunicator final : public Communicator {
     auto g = st_->lock();
     outgoing_.emplace_back(std::move(data), MPI_REQUEST_NULL);
     auto& [bytes, req] = outgoing_.back();
-    st_->check(MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dst,
-                         MpiState::message_tag(tag), st_->comm, &req),
-               "MPI_Isend of a message");
+    SPILLWAY_MPI_TRY(MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dst,
+                               MpiState::message_tag(tag), st_->comm, &req),
+                     st_->rank, "MPI_Isend of a message");
   }
 
-  std::optional<Message> recv_any(Tag tag) override {
+  std::optional<Message> do_recv_any(Tag tag) override {
     reap();
     auto g = st_->lock();
     int flag = 0;
     MPI_Status status;
-    st_->check(MPI_Iprobe(MPI_ANY_SOURCE, MpiState::message_tag(tag), st_->comm, &flag, &status),
-               "MPI_Iprobe");
+    SPILLWAY_MPI_TRY(
+        MPI_Iprobe(MPI_ANY_SOURCE, MpiState::message_tag(tag), st_->comm, &flag, &status),
+        st_->rank, "MPI_Iprobe");
     if (flag == 0) return std::nullopt;
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     Message m{status.MPI_SOURCE, std::vector<std::uint8_t>(static_cast<std::size_t>(count))};
-    st_->check(MPI_Recv(m.data.data(), count, MPI_BYTE, status.MPI_SOURCE,
-                        MpiState::message_tag(tag), st_->comm, MPI_STATUS_IGNORE),
-               "MPI_Recv of a message");
+    SPILLWAY_MPI_TRY(MPI_Recv(m.data.data(), count, MPI_BYTE, status.MPI_SOURCE,
+                              MpiState::message_tag(tag), st_->comm, MPI_STATUS_IGNORE),
+                     st_->rank, "MPI_Recv of a message");
     return m;
   }
 
-  void barrier() override {
+  void do_barrier() override {
     MPI_Request req = MPI_REQUEST_NULL;
     {
       auto g = st_->lock();
-      st_->check(MPI_Ibarrier(st_->comm, &req), "MPI_Ibarrier");
+      SPILLWAY_MPI_TRY(MPI_Ibarrier(st_->comm, &req), st_->rank, "MPI_Ibarrier");
     }
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + timeout();
@@ -121,14 +116,15 @@ class MpiCommunicator final : public Communicator {
       int flag = 0;
       {
         auto g = st_->lock();
-        st_->check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), "MPI_Test (barrier)");
+        SPILLWAY_MPI_TRY(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), st_->rank, "MPI_Test (barrier)");
       }
       if (flag != 0) return;
       MpiRequest::progress_stepped(*st_);  // transfers still on their way need this rank
       const auto now = std::chrono::steady_clock::now();
       if (now > deadline) {
-        throw comm_error(logger().prefix() + "barrier timed out after " +
-                         std::to_string(timeout().count()) + " ms: a peer is dead or stuck");
+        SPILLWAY_FAIL(logger().prefix() + "barrier timed out after " +
+                          std::to_string(timeout().count()) + " ms: a peer is dead or stuck",
+                      comm_error);
       }
       if (now - start < std::chrono::milliseconds(2)) {  // as Communicator::wait
         std::this_thread::yield();
@@ -167,7 +163,7 @@ std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& br) {
   SPILLWAY_EXPECTS(level >= MPI_THREAD_SERIALIZED,
                    "the MPI communicator needs MPI_THREAD_SERIALIZED or better");
   st->serialize = level < MPI_THREAD_MULTIPLE;
-  st->check(MPI_Comm_dup(mpi::world(), &st->comm), "MPI_Comm_dup");
+  SPILLWAY_MPI_TRY(MPI_Comm_dup(mpi::world(), &st->comm), st->rank, "MPI_Comm_dup");
   MPI_Comm_set_errhandler(st->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(st->comm, &st->rank);
   MPI_Comm_size(st->comm, &st->size);

@@ -38,7 +38,7 @@ IpcWindows::IpcWindows(MPI_Comm comm, int rank, int size, BufferResource& br)
   if (want > 0 && br.is_live(MemoryType::DEVICE) && size > 1) {
     try {
       charge_ = br.try_reserve(MemoryType::DEVICE, want * opts.mpi_ipc_slot);
-      if (!charge_) throw comm_error("no room under the device limit");
+      if (!charge_) SPILLWAY_FAIL("no room under the device limit", comm_error);
       window_ = static_cast<std::byte*>(cuda::malloc_device(want * opts.mpi_ipc_slot));
       mine.handle = cuda::ipc_handle(window_);
       push_stream_ = OwningStream(/*high_priority=*/true);
@@ -84,8 +84,9 @@ IpcWindows::~IpcWindows() {
 std::byte* IpcWindows::peer_slot(Rank peer, std::uint32_t slot) const {
   const Peer& p = peers_[idx(peer)];
   if (p.mapped == nullptr || slot >= p.slots) {
-    throw comm_error("rank " + std::to_string(peer) + " granted slot " + std::to_string(slot) +
-                     " of its CUDA IPC window, which has " + std::to_string(p.slots));
+    SPILLWAY_FAIL("rank " + std::to_string(peer) + " granted slot " + std::to_string(slot) +
+                      " of its CUDA IPC window, which has " + std::to_string(p.slots),
+                  comm_error);
   }
   return p.mapped + slot * p.slot_bytes;
 }

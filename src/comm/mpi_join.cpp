@@ -57,14 +57,15 @@ MPI_Comm join(const LaunchInfo& launch) {
   const std::string me = "[rank " + std::to_string(launch.rank) + "] spillway-run ";
   auto check = [&](int rc, const char* what) {
     if (rc == MPI_SUCCESS) return;
-    throw comm_error(me + "bootstrap: " + what +
-                     " failed (OpenMPI needs the ompi-server that spillway-run starts)");
+    SPILLWAY_FAIL(me + "bootstrap: " + what +
+                      " failed (OpenMPI needs the ompi-server that spillway-run starts)",
+                  comm_error);
   };
   auto wait_for = [&](const std::string& key, int from) {
     try {
       return bootstrap::lookup(launch, key, from, timeout);
     } catch (const comm_error& e) {
-      throw comm_error(me + e.what());
+      SPILLWAY_FAIL(me + e.what(), comm_error);
     }
   };
   MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);

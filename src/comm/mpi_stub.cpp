@@ -11,7 +11,8 @@ bool is_compiled() noexcept {
   return false;
 }
 bool init(int* /*argc*/, char*** /*argv*/) {
-  throw logic_error("spillway was built without MPI (install libopenmpi-dev and reconfigure)");
+  SPILLWAY_FAIL("spillway was built without MPI (install libopenmpi-dev and reconfigure)",
+                logic_error);
 }
 void finalize() noexcept {}
 int world_rank() noexcept {
@@ -23,7 +24,8 @@ void abort(int code) noexcept {
 }  // namespace mpi
 
 std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& /*br*/) {
-  throw logic_error("spillway was built without MPI (install libopenmpi-dev and reconfigure)");
+  SPILLWAY_FAIL("spillway was built without MPI (install libopenmpi-dev and reconfigure)",
+                logic_error);
 }
 
 }  // namespace spillway

@@ -28,7 +28,7 @@ bool init(int* argc, char*** argv) {
   if (initialized != 0) return false;
   int provided = 0;
   if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-    throw comm_error("MPI_Init_thread failed");
+    SPILLWAY_FAIL("MPI_Init_thread failed", comm_error);
   }
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);

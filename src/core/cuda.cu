@@ -256,11 +256,11 @@ void* pool_malloc(void* pool, std::size_t bytes, Stream stream) {
   std::size_t total = 0;
   (void)cudaMemGetInfo(&free, &total);
   (void)cudaGetLastError();
-  throw cuda_error("spillway: cudaMallocFromPoolAsync of " + format_bytes(double(bytes)) +
-                   " failed: " + cudaGetErrorName(err) + " (pool reserves " +
-                   format_bytes(double(reserved)) + ", of which " + format_bytes(double(used)) +
-                   " in use; device free " + format_bytes(double(free)) + " of " +
-                   format_bytes(double(total)) + ")");
+  SPILLWAY_FAIL("cudaMallocFromPoolAsync of " + format_bytes(double(bytes)) + " failed: " +
+                    cudaGetErrorName(err) + " (pool reserves " + format_bytes(double(reserved)) +
+                    ", of which " + format_bytes(double(used)) + " in use; device free " +
+                    format_bytes(double(free)) + " of " + format_bytes(double(total)) + ")",
+                cuda_error);
 }
 
 void pool_free(void* ptr, Stream stream) noexcept {

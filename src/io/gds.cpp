@@ -135,8 +135,10 @@ bool CuFile::read(const std::string& path, void* dst, std::size_t bytes,
     const ssize_t n = api_->read(f.handle(), dst, bytes - done, static_cast<off_t>(offset + done),
                                  static_cast<off_t>(done));
     if (n < 0)
-      throw io_error("GDS read failed (" + std::to_string(n) + "): " + range(path, offset, bytes));
-    if (n == 0) throw io_error("short read (the file ends first): " + range(path, offset, bytes));
+      SPILLWAY_FAIL("GDS read failed (" + std::to_string(n) + "): " + range(path, offset, bytes),
+                    io_error);
+    if (n == 0)
+      SPILLWAY_FAIL("short read (the file ends first): " + range(path, offset, bytes), io_error);
     done += static_cast<std::size_t>(n);
   }
   return true;
@@ -150,7 +152,8 @@ bool CuFile::write(const std::string& path, const void* src, std::size_t bytes,
     const ssize_t n = api_->write(f.handle(), src, bytes - done, static_cast<off_t>(offset + done),
                                   static_cast<off_t>(done));
     if (n <= 0)
-      throw io_error("GDS write failed (" + std::to_string(n) + "): " + range(path, offset, bytes));
+      SPILLWAY_FAIL("GDS write failed (" + std::to_string(n) + "): " + range(path, offset, bytes),
+                    io_error);
     done += static_cast<std::size_t>(n);
   }
   return true;

@@ -16,7 +16,7 @@ namespace spillway::io {
 namespace {
 
 [[noreturn]] void fail(const std::string& what, const std::string& path, int err) {
-  throw io_error("spillway: " + what + " of '" + path + "' failed: " + std::strerror(err));
+  SPILLWAY_FAIL("" + what + " of '" + path + "' failed: " + std::strerror(err), io_error);
 }
 
 }  // namespace

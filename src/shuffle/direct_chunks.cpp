@@ -26,9 +26,9 @@ void Shuffler::Impl::post_direct() {
     std::uint64_t rows = 0;
     for (const auto& [r, l] : d.sources) {
       if (!same_schema(l, schema)) {
-        throw corrupt_data_error("spillway: partition " + std::to_string(pid) + ": rank " +
-                                 std::to_string(r) + "'s chunk has other columns than rank " +
-                                 std::to_string(first) + "'s");
+        SPILLWAY_FAIL("partition " + std::to_string(pid) + ": rank " + std::to_string(r) +
+                          "'s chunk has other columns than rank " + std::to_string(first) + "'s",
+                      corrupt_data_error);
       }
       rows += l.num_rows;
     }

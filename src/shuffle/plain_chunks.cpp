@@ -66,9 +66,10 @@ void Shuffler::Impl::post_receives() {
   while (auto msg = comm.recv_any(tag(stage_chunk))) {
     auto h = detail::decode_chunk(msg->data, total);
     if (owner_of[h.pid] != me) {
-      throw corrupt_data_error("spillway: rank " + std::to_string(msg->source) +
-                               " sent a chunk of partition " + std::to_string(h.pid) +
-                               ", which rank " + std::to_string(owner_of[h.pid]) + " owns");
+      SPILLWAY_FAIL("rank " + std::to_string(msg->source) + " sent a chunk of partition " +
+                        std::to_string(h.pid) + ", which rank " + std::to_string(owner_of[h.pid]) +
+                        " owns",
+                    corrupt_data_error);
     }
     deferred.push_back({msg->source, std::move(h)});
     ++moved;

@@ -16,25 +16,28 @@ namespace spillway {
 void Shuffler::Impl::read_finishes() {
   while (auto msg = comm.recv_any(tag(stage_finish))) {
     const auto f = detail::decode_finish(msg->data, total);
-    const std::string from = "spillway: rank " + std::to_string(msg->source);
+    const std::string from = "rank " + std::to_string(msg->source);
     std::map<PartID, std::uint64_t> counts;
     for (const auto& [pid, c] : f.counts) {
       if (owner_of[pid] != me) {
-        throw corrupt_data_error(from + " counted chunks of partition " + std::to_string(pid) +
-                                 ", which this rank does not own");
+        SPILLWAY_FAIL(from + " counted chunks of partition " + std::to_string(pid) +
+                          ", which this rank does not own",
+                      corrupt_data_error);
       }
       counts[pid] += c;
     }
     std::map<PartID, detail::PackLayout> layouts;
     for (const auto& h : f.direct) {
       const std::string what = from + " sent a direct chunk of partition " + std::to_string(h.pid);
-      if (owner_of[h.pid] != me) throw corrupt_data_error(what + ", which this rank does not own");
+      if (owner_of[h.pid] != me)
+        SPILLWAY_FAIL(what + ", which this rank does not own", corrupt_data_error);
       auto layout = detail::decode(h.metadata, h.payload_bytes);
       if (!direct_ok(layout)) {
-        throw corrupt_data_error(what + " with a column that is not fixed-width without a mask");
+        SPILLWAY_FAIL(what + " with a column that is not fixed-width without a mask",
+                      corrupt_data_error);
       }
       if (layouts.count(h.pid) != 0 || counts[h.pid] == 0) {
-        throw corrupt_data_error(what + " that its chunk counts do not account for");
+        SPILLWAY_FAIL(what + " that its chunk counts do not account for", corrupt_data_error);
       }
       --counts[h.pid];  // one direct chunk per partition and sender
       layouts.emplace(h.pid, std::move(layout));
@@ -370,11 +373,12 @@ PartID Shuffler::wait_any(std::chrono::milliseconds timeout) {
       }
     }
     if (s.cv.wait_until(lock, deadline) == std::cv_status::timeout) {
-      throw comm_error(s.comm.logger().prefix() + "shuffle op " + std::to_string(s.op) +
-                       ": no partition completed within " + std::to_string(timeout.count()) +
-                       " ms (" + std::to_string(s.finishes) + " of " + std::to_string(s.n) +
-                       " ranks finished inserting; " + std::to_string(s.outgoing.size()) +
-                       " chunks still to send)" + s.missing());
+      SPILLWAY_FAIL(s.comm.logger().prefix() + "shuffle op " + std::to_string(s.op) +
+                        ": no partition completed within " + std::to_string(timeout.count()) +
+                        " ms (" + std::to_string(s.finishes) + " of " + std::to_string(s.n) +
+                        " ranks finished inserting; " + std::to_string(s.outgoing.size()) +
+                        " chunks still to send)" + s.missing(),
+                    comm_error);
     }
   }
 }

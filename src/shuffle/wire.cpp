@@ -52,7 +52,7 @@ std::vector<std::uint8_t> encode_chunk(const ChunkHeader& h) {
 }
 
 ChunkHeader decode_chunk(std::span<const std::uint8_t> bytes, PartID total) {
-  ByteReader r(bytes, "spillway: corrupt shuffle chunk message: ");
+  ByteReader r(bytes, "corrupt shuffle chunk message: ");
   if (r.get<std::uint32_t>("magic") != chunk_magic) r.fail("bad magic");
   ChunkHeader h = get_header(r, total);
   end(r);
@@ -74,7 +74,7 @@ std::vector<std::uint8_t> encode_finish(const Finish& f) {
 }
 
 Finish decode_finish(std::span<const std::uint8_t> bytes, PartID total) {
-  ByteReader r(bytes, "spillway: corrupt shuffle finish message: ");
+  ByteReader r(bytes, "corrupt shuffle finish message: ");
   if (r.get<std::uint32_t>("magic") != finish_magic) r.fail("bad magic");
   const auto count = r.get<std::uint32_t>("count");
   if (count > total) r.fail(std::to_string(count) + " partitions of " + std::to_string(total));

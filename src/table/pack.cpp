@@ -106,19 +106,22 @@ UnpackedTable unpack(PackedData packed) {
     if (cl.type == TypeId::STRING) {
       const auto* off = reinterpret_cast<const std::int32_t*>(base + cl.offsets.offset);
       if (off[0] != 0) {
-        throw corrupt_data_error("spillway: corrupt packed data: column " + std::to_string(c) +
-                                 " string offsets start at " + std::to_string(off[0]) + ", not 0");
+        SPILLWAY_FAIL("corrupt packed data: column " + std::to_string(c) +
+                          " string offsets start at " + std::to_string(off[0]) + ", not 0",
+                      corrupt_data_error);
       }
       for (std::size_t i = 0; i < layout.num_rows; ++i) {
         if (off[i + 1] < off[i]) {
-          throw corrupt_data_error("spillway: corrupt packed data: column " + std::to_string(c) +
-                                   " string offsets decrease at row " + std::to_string(i));
+          SPILLWAY_FAIL("corrupt packed data: column " + std::to_string(c) +
+                            " string offsets decrease at row " + std::to_string(i),
+                        corrupt_data_error);
         }
       }
       if (static_cast<std::uint64_t>(off[layout.num_rows]) != cl.data.size) {
-        throw corrupt_data_error("spillway: corrupt packed data: column " + std::to_string(c) +
-                                 " string offsets end at " + std::to_string(off[layout.num_rows]) +
-                                 " but there are " + std::to_string(cl.data.size) + " characters");
+        SPILLWAY_FAIL("corrupt packed data: column " + std::to_string(c) +
+                          " string offsets end at " + std::to_string(off[layout.num_rows]) +
+                          " but there are " + std::to_string(cl.data.size) + " characters",
+                      corrupt_data_error);
       }
       col.offsets = off;
     }

@@ -12,7 +12,7 @@ namespace spillway::detail {
 namespace {
 
 [[noreturn]] void corrupt(const std::string& what) {
-  throw corrupt_data_error("spillway: corrupt packed metadata: " + what);
+  SPILLWAY_FAIL("corrupt packed metadata: " + what, corrupt_data_error);
 }
 
 constexpr std::size_t column_fixed_bytes = 1 + 1 + 2 + 4 + 6 * 8;
@@ -96,7 +96,7 @@ std::vector<std::uint8_t> encode(const PackLayout& l) {
 }
 
 PackLayout decode(std::span<const std::uint8_t> metadata, std::size_t payload_size) {
-  ByteReader r(metadata, "spillway: corrupt packed metadata: ");
+  ByteReader r(metadata, "corrupt packed metadata: ");
   if (r.get<std::uint32_t>("magic") != pack_magic) corrupt("bad magic (not spillway data)");
   const auto version = r.get<std::uint16_t>("version");
   if (version != pack_version) {

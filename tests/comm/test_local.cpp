@@ -1,6 +1,7 @@
 // The conformance suite on the local communicator (ranks as threads) for 1 to 4 ranks, plus
 // what only the local communicator can show: a rank that leaves, the single communicator and
 // the progress thread.
+#include <spillway/comm/launch.hpp>
 #include <spillway/comm/local.hpp>
 #include <spillway/comm/progress_thread.hpp>
 #include <spillway/comm/single.hpp>
@@ -23,23 +24,20 @@ namespace {
 /// the rank's GPU where there are GPUs).
 void run_ranks(int nranks, const std::function<void(Communicator&, BufferResource&)>& body) {
   test::TempDir dir;
-  auto comms = LocalCommunicator::create(nranks);
-  std::vector<std::thread> threads;
-  for (Rank r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        if (const int dev = LocalCommunicator::device_of(r); dev >= 0) cuda::set_device(dev);
-        BufferResource br(test::small_config(dir.path()));
-        comms[static_cast<std::size_t>(r)]->set_timeout(std::chrono::seconds(60));
-        body(*comms[static_cast<std::size_t>(r)], br);
-        comms[static_cast<std::size_t>(r)]->barrier();  // nobody leaves while others still talk
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << r << ": " << e.what();
-        comms[static_cast<std::size_t>(r)].reset();  // leave: the peers fail instead of waiting
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  LaunchOptions launch;
+  launch.on_error = [](Rank r, const std::string& what) {
+    ADD_FAILURE() << "rank " << r << ": " << what;
+  };
+  const int rc = spillway::run_ranks(
+      RankKind::local, nranks, test::small_config(dir.path()),
+      [&](Communicator& comm, BufferResource& br) {
+        comm.set_timeout(std::chrono::seconds(60));
+        body(comm, br);
+        comm.barrier();  // nobody leaves while others still talk
+        return 0;
+      },
+      launch);
+  EXPECT_EQ(rc, 0);
 }
 
 using Param = std::tuple<std::size_t, int>;  // case, ranks

@@ -83,24 +83,29 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  [[nodiscard]] virtual Rank rank() const noexcept = 0;
-  [[nodiscard]] virtual int nranks() const noexcept = 0;
+  [[nodiscard]] Rank rank() const noexcept { return rank_; }
+  [[nodiscard]] int nranks() const noexcept { return nranks_; }
   /// "local", "mpi", "single".
   [[nodiscard]] virtual const char* kind() const noexcept = 0;
 
+  // The transfers. Each checks its arguments here, once, then calls the implementation's
+  // do_* (which may take them as valid).
+
   /// Sends `buffer` (DEVICE, PINNED_HOST or HOST; its queued writes must be done or on its
   /// stream) to `dst`. The receiver posts a receive of exactly buffer->size() bytes.
-  /// @throws spillway::logic_error for a bad rank or a DISK buffer
-  virtual std::unique_ptr<Future> send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) = 0;
+  /// @throws spillway::logic_error for a bad rank or a null or DISK buffer
+  std::unique_ptr<Future> send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag);
   /// Receives the next buffer sent by `src` with `tag` into `buffer`, whose tier the receiver
   /// chose (so the bytes land where it wants them). Its size must equal the sent size.
-  virtual std::unique_ptr<Future> recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) = 0;
+  /// @throws spillway::logic_error for a bad rank or a null or DISK buffer
+  std::unique_ptr<Future> recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer);
   /// Sends a small host message (metadata, control) to `dst`.
-  virtual void send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) = 0;
+  /// @throws spillway::logic_error for a bad rank
+  void send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag);
   /// A small message with `tag` from any rank, if one has arrived; never blocks.
-  virtual std::optional<Message> recv_any(Tag tag) = 0;
+  std::optional<Message> recv_any(Tag tag) { return do_recv_any(tag); }
   /// Blocks until every rank has called barrier(). @throws spillway::comm_error on timeout
-  virtual void barrier() = 0;
+  void barrier() { do_barrier(); }
 
   /// Whether `future` has completed (advancing it). @throws spillway::comm_error if it failed
   bool test(Future& future);
@@ -133,17 +138,27 @@ class Communicator {
 
  protected:
   Communicator(Rank rank, int nranks);
+
+ private:
+  /// The implementation's transfers, called with checked arguments (see send, recv, ...).
+  virtual std::unique_ptr<Future> do_send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) = 0;
+  virtual std::unique_ptr<Future> do_recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) = 0;
+  virtual void do_send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) = 0;
+  virtual std::optional<Message> do_recv_any(Tag tag) = 0;
+  virtual void do_barrier() = 0;
+
   /// Throws spillway::logic_error unless 0 <= r < nranks().
   void check_rank(Rank r, const char* what) const;
   /// Throws spillway::logic_error for a DISK buffer or a null one.
   static void check_buffer(const Buffer* b, const char* what);
 
- private:
   struct OpUse {
     bool live{false};
     std::uint32_t uses{0};
   };
 
+  Rank rank_;
+  int nranks_;
   Logger logger_;
   std::chrono::milliseconds timeout_;
   std::mutex ops_mutex_;

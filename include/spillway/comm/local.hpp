@@ -27,24 +27,23 @@ class LocalCommunicator final : public Communicator {
   /// Leaves the group: peers waiting on this rank get a comm_error instead of hanging.
   ~LocalCommunicator() override;
 
-  [[nodiscard]] Rank rank() const noexcept override { return rank_; }
-  [[nodiscard]] int nranks() const noexcept override;
   [[nodiscard]] const char* kind() const noexcept override { return "local"; }
-  std::unique_ptr<Future> send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) override;
-  std::unique_ptr<Future> recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) override;
-  void send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) override;
-  std::optional<Message> recv_any(Tag tag) override;
-  void barrier() override;
 
   LocalCommunicator(std::shared_ptr<detail::LocalHub> hub, Rank rank);
 
  private:
+  std::unique_ptr<Future> do_send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) override;
+  std::unique_ptr<Future> do_recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) override;
+  void do_send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) override;
+  std::optional<Message> do_recv_any(Tag tag) override;
+  void do_barrier() override;
+
   /// Matches `req` with the other side or queues it.
   std::unique_ptr<Future> post(std::shared_ptr<detail::LocalRequest> req,
                                std::unique_ptr<Buffer> buffer);
 
   std::shared_ptr<detail::LocalHub> hub_;
-  Rank rank_;
+  Rank rank_;  // (also the base's rank(); kept for the code that indexes the hub with it)
 };
 
 }  // namespace spillway

@@ -11,6 +11,7 @@
 #include <spillway/core/units.hpp>
 
 #include "comm/detail/mpi_ipc.hpp"
+#include "comm/detail/mpi_try.hpp"
 
 #include <mpi.h>
 
@@ -64,14 +65,6 @@ struct MpiState {
 
   [[nodiscard]] std::unique_lock<std::mutex> lock() {
     return serialize ? std::unique_lock(mutex) : std::unique_lock<std::mutex>();
-  }
-  void check(int rc, const std::string& what) const {
-    if (rc == MPI_SUCCESS) return;
-    std::array<char, MPI_MAX_ERROR_STRING> text{};
-    int len = 0;
-    MPI_Error_string(rc, text.data(), &len);
-    throw comm_error("[rank " + std::to_string(rank) + "] " + what +
-                     " failed: " + std::string(text.data(), static_cast<std::size_t>(len)));
   }
   /// Whether transfers from `src` to `dst` start with a header (the sender may use the
   /// receiver's window).
@@ -152,7 +145,8 @@ class MpiRequest final : public detail::Request {
       if (mode_ == Mode::header) step_header();
       if (is_send && header_req_ != MPI_REQUEST_NULL) {  // a small send: it completes soon
         int flag = 0;
-        st_->check(MPI_Test(&header_req_, &flag, MPI_STATUS_IGNORE), "MPI_Test (header)");
+        SPILLWAY_MPI_TRY(MPI_Test(&header_req_, &flag, MPI_STATUS_IGNORE), st_->rank,
+                         "MPI_Test (header)");
       }
       switch (mode_) {
         case Mode::header:
@@ -275,18 +269,22 @@ class MpiRequest final : public detail::Request {
   void post(std::size_t i, void* where, MPI_Request& req) {
     const int n = static_cast<int>(length(i));
     if (is_send) {
-      st_->check(MPI_Isend(where, n, MPI_BYTE, peer, key_.tag, st_->comm, &req), "MPI_Isend");
+      SPILLWAY_MPI_TRY(MPI_Isend(where, n, MPI_BYTE, peer, key_.tag, st_->comm, &req), st_->rank,
+                       "MPI_Isend");
     } else {
-      st_->check(MPI_Irecv(where, n, MPI_BYTE, peer, key_.tag, st_->comm, &req), "MPI_Irecv");
+      SPILLWAY_MPI_TRY(MPI_Irecv(where, n, MPI_BYTE, peer, key_.tag, st_->comm, &req), st_->rank,
+                       "MPI_Irecv");
     }
   }
 
   template <class T>
   void post_small(T& msg, int mtag, MPI_Request& req, bool send) {
     if (send) {
-      st_->check(MPI_Isend(&msg, sizeof msg, MPI_BYTE, peer, mtag, st_->comm, &req), "MPI_Isend");
+      SPILLWAY_MPI_TRY(MPI_Isend(&msg, sizeof msg, MPI_BYTE, peer, mtag, st_->comm, &req),
+                       st_->rank, "MPI_Isend");
     } else {
-      st_->check(MPI_Irecv(&msg, sizeof msg, MPI_BYTE, peer, mtag, st_->comm, &req), "MPI_Irecv");
+      SPILLWAY_MPI_TRY(MPI_Irecv(&msg, sizeof msg, MPI_BYTE, peer, mtag, st_->comm, &req),
+                       st_->rank, "MPI_Irecv");
     }
   }
 
@@ -296,7 +294,8 @@ class MpiRequest final : public detail::Request {
   bool arrived(MPI_Request& req, const char* what) {
     int flag = 0;
     MPI_Status status;
-    st_->check(MPI_Test(&req, &flag, &status), std::string("MPI_Test (") + what + ")");
+    SPILLWAY_MPI_TRY(MPI_Test(&req, &flag, &status), st_->rank,
+                     std::string("MPI_Test (") + what + ")");
     if (flag == 0) return false;
     int got = 0;
     MPI_Get_count(&status, MPI_BYTE, &got);
@@ -308,7 +307,8 @@ class MpiRequest final : public detail::Request {
   }
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw comm_error("[rank " + std::to_string(st_->rank) + "] " + describe() + ": " + what);
+    SPILLWAY_FAIL("[rank " + std::to_string(st_->rank) + "] " + describe() + ": " + what,
+                  comm_error);
   }
 
   /// Host mode: posts every piece once the key allows (under st_->lock()). Returns whether all
@@ -327,8 +327,8 @@ class MpiRequest final : public detail::Request {
 
   bool test_all() {
     int flag = 0;
-    st_->check(MPI_Testall(static_cast<int>(total_), reqs_.data(), &flag, status_.data()),
-               "MPI_Testall (" + describe() + ")");
+    SPILLWAY_MPI_TRY(MPI_Testall(static_cast<int>(total_), reqs_.data(), &flag, status_.data()),
+                     st_->rank, "MPI_Testall (" + describe() + ")");
     if (flag == 0) return false;
     if (!is_send) {
       for (std::size_t i = 0; i < total_; ++i) check_count(status_[i], i);
@@ -428,7 +428,8 @@ class MpiRequest final : public detail::Request {
       case Phase::transferring: {
         int flag = 0;
         MPI_Status status;
-        st_->check(MPI_Test(&sl.req, &flag, &status), "MPI_Test (" + describe() + ")");
+        SPILLWAY_MPI_TRY(MPI_Test(&sl.req, &flag, &status), st_->rank,
+                         "MPI_Test (" + describe() + ")");
         if (flag == 0) return;
         if (is_send) {
           sl.phase = Phase::free;
@@ -480,7 +481,8 @@ class MpiRequest final : public detail::Request {
         it->phase = Lane::noticed;
       }
       int flag = 0;
-      st_->check(MPI_Test(&it->req, &flag, MPI_STATUS_IGNORE), "MPI_Test (slot notice)");
+      SPILLWAY_MPI_TRY(MPI_Test(&it->req, &flag, MPI_STATUS_IGNORE), st_->rank,
+                       "MPI_Test (slot notice)");
       if (flag == 0) {
         ++it;
         continue;
@@ -524,7 +526,8 @@ class MpiRequest final : public detail::Request {
     }
     for (auto it = lanes_.begin(); it != lanes_.end();) {
       int flag = 0;
-      st_->check(MPI_Test(&it->req, &flag, MPI_STATUS_IGNORE), "MPI_Test (slot grant)");
+      SPILLWAY_MPI_TRY(MPI_Test(&it->req, &flag, MPI_STATUS_IGNORE), st_->rank,
+                       "MPI_Test (slot grant)");
       if (it->phase != Lane::copying || flag == 0 || !it->event.is_complete()) {
         ++it;
         continue;

@@ -57,7 +57,9 @@ class ByteReader {
   }
   [[nodiscard]] std::size_t remaining() const noexcept { return in_.size() - pos_; }
   /// Throws corrupt_data_error with the prefix and `why`.
-  [[noreturn]] void fail(const std::string& why) const { throw corrupt_data_error(prefix_ + why); }
+  [[noreturn]] void fail(const std::string& why) const {
+    SPILLWAY_FAIL(prefix_ + why, corrupt_data_error);
+  }
 
  private:
   void need(std::size_t n, const char* field) const {

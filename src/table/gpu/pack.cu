@@ -152,17 +152,17 @@ UnpackedTable unpack(PackedData packed, Stream stream) {
     }
     detail::to_host(checks, d_checks->data(), stream);
     for (std::size_t s = 0; s < strings.size(); ++s) {
-      const std::string col = "spillway: corrupt packed data: column " + std::to_string(strings[s]);
+      const std::string col = "corrupt packed data: column " + std::to_string(strings[s]);
       switch (checks[s].problem) {
         case 3:
-          throw corrupt_data_error(col + " string offsets do not start at 0");
+          SPILLWAY_FAIL(col + " string offsets do not start at 0", corrupt_data_error);
         case 2:
-          throw corrupt_data_error(col + " string offsets decrease at row " +
-                                   std::to_string(checks[s].row));
+          SPILLWAY_FAIL(col + " string offsets decrease at row " + std::to_string(checks[s].row),
+                        corrupt_data_error);
         case 1:
-          throw corrupt_data_error(col + " string offsets do not end at the " +
-                                   std::to_string(layout.columns[strings[s]].data.size) +
-                                   " characters");
+          SPILLWAY_FAIL(col + " string offsets do not end at the " +
+                            std::to_string(layout.columns[strings[s]].data.size) + " characters",
+                        corrupt_data_error);
         default:
           break;
       }

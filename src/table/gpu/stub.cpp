@@ -7,8 +7,9 @@ namespace spillway::gpu {
 namespace {
 
 [[noreturn]] void no_cuda(const char* what) {
-  throw logic_error(std::string("spillway::gpu::") + what +
-                    ": spillway was built without CUDA (configure with -DSPILLWAY_CUDA=ON)");
+  SPILLWAY_FAIL(std::string("spillway::gpu::") + what +
+                    ": spillway was built without CUDA (configure with -DSPILLWAY_CUDA=ON)",
+                logic_error);
 }
 
 }  // namespace

@@ -1,0 +1,128 @@
+#include <spillway/comm/launch.hpp>
+
+#include <spillway/comm/bootstrap.hpp>
+#include <spillway/comm/local.hpp>
+#include <spillway/comm/mpi.hpp>
+#include <spillway/comm/single.hpp>
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace spillway {
+
+RankKind parse_rank_kind(const std::string& text) {
+  if (text == "single") return RankKind::single;
+  if (text == "local") return RankKind::local;
+  if (text == "mpi") return RankKind::mpi;
+  SPILLWAY_FAIL("unknown kind of ranks '" + text + "' (expected single, local or mpi)");
+}
+
+int ranks_per_gpu(RankKind kind, int nranks) {
+  const int gpus = cuda::is_available() ? cuda::device_count() : 0;
+  if (gpus <= 0) return 1;
+  int here = kind == RankKind::local ? nranks : 1;
+  if (kind == RankKind::mpi) {
+    if (const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
+      here = std::max(1, std::atoi(local_size));
+    }
+    if (const auto launch = bootstrap::from_environment()) here = launch->nranks;
+  }
+  return (here + gpus - 1) / gpus;
+}
+
+BufferResourceConfig shared_gpu_config(BufferResourceConfig config, int sharers) {
+  if (sharers > 1 && config.device_pool_size.is_unlimited() &&
+      config.limits[index(MemoryType::DEVICE)].is_unlimited()) {
+    config.device_pool_size = Limit::fraction(0.9 / sharers);
+  }
+  return config;
+}
+
+namespace {
+
+void report(const LaunchOptions& o, Rank r, const std::string& what) {
+  if (o.on_error) {
+    o.on_error(r, what);
+    return;
+  }
+  static std::mutex m;
+  std::lock_guard lock(m);
+  std::cerr << o.program << ": rank " << r << ": " << what << "\n";
+}
+
+int run_threads(RankKind kind, int nranks, const BufferResourceConfig& config,
+                const RankFunction& fn, const LaunchOptions& o) {
+  std::vector<std::unique_ptr<Communicator>> comms;
+  if (kind == RankKind::single) {
+    comms.push_back(make_single_communicator());
+  } else {
+    comms = LocalCommunicator::create(nranks);
+  }
+  const BufferResourceConfig shared = shared_gpu_config(config, ranks_per_gpu(kind, nranks));
+  std::vector<int> rc(comms.size(), 0);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < comms.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const Rank r = static_cast<Rank>(i);
+      try {
+        if (o.place_on_gpu) {
+          if (const int dev = LocalCommunicator::device_of(r); dev >= 0) cuda::set_device(dev);
+        }
+        BufferResource br(shared);
+        rc[i] = fn(*comms[i], br);
+        comms[i].reset();  // leaves the group while `br` is alive
+      } catch (const std::exception& e) {
+        report(o, r, e.what());
+        rc[i] = 1;
+        comms[i].reset();  // the peers fail instead of waiting for this rank
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return *std::max_element(rc.begin(), rc.end());
+}
+
+int run_mpi(const BufferResourceConfig& config, const RankFunction& fn, const LaunchOptions& o) {
+  SPILLWAY_EXPECTS(mpi::is_compiled(), "ranks of kind mpi: spillway was built without MPI");
+  mpi::init(nullptr, nullptr);
+  int rc = 0;
+  {
+    // In this order so that the communicator goes before the resource it uses.
+    std::unique_ptr<BufferResource> br;
+    std::unique_ptr<Communicator> comm;
+    try {
+      if (const int dev = bootstrap::device_for_rank(mpi::world_rank());
+          dev >= 0 && o.place_on_gpu) {
+        cuda::set_device(dev);
+      }
+      br = std::make_unique<BufferResource>(
+          shared_gpu_config(config, ranks_per_gpu(RankKind::mpi, 0)));
+      comm = make_mpi_communicator(*br);
+      rc = fn(*comm, *br);
+    } catch (const std::exception& e) {
+      report(o, mpi::world_rank(), e.what());
+      mpi::abort(1);  // the other ranks may be waiting on this one
+    }
+  }
+  mpi::finalize();
+  return rc;
+}
+
+}  // namespace
+
+int run_ranks(RankKind kind, int nranks, const BufferResourceConfig& config, const RankFunction& fn,
+              const LaunchOptions& options) {
+  SPILLWAY_EXPECTS(static_cast<bool>(fn), "run_ranks: no rank function");
+  if (kind == RankKind::mpi) return run_mpi(config, fn, options);
+  SPILLWAY_EXPECTS(kind == RankKind::single || nranks >= 1,
+                   "run_ranks: " + std::to_string(nranks) + " local ranks (at least 1)");
+  return run_threads(kind, nranks, config, fn, options);
+}
+
+}  // namespace spillway
