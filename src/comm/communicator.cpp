@@ -3,6 +3,8 @@
 #include <spillway/core/error.hpp>
 #include <spillway/core/options.hpp>
 
+#include "core/detail/nvtx.hpp"
+
 #include <thread>
 
 namespace spillway {
@@ -25,12 +27,14 @@ Communicator::Communicator(Rank rank, int nranks)
     : rank_{rank}, nranks_{nranks}, logger_{rank, nranks}, timeout_{options::get().comm_timeout} {}
 
 std::unique_ptr<Future> Communicator::send(std::unique_ptr<Buffer> buffer, Rank dst, Tag tag) {
+  SPILLWAY_NVTX_RANGE("send");
   check_rank(dst, "send");
   check_buffer(buffer.get(), "send");
   return do_send(std::move(buffer), dst, tag);
 }
 
 std::unique_ptr<Future> Communicator::recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) {
+  SPILLWAY_NVTX_RANGE("receive");
   check_rank(src, "recv");
   check_buffer(buffer.get(), "recv");
   return do_recv(src, tag, std::move(buffer));

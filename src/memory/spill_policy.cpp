@@ -23,6 +23,8 @@
 
 #include <spillway/core/error.hpp>
 
+#include "core/detail/nvtx.hpp"
+
 #include "memory/detail/buffer_stats.hpp"
 
 #include <algorithm>
@@ -69,6 +71,7 @@ std::optional<MemoryReservation> BufferResource::spill_and_reserve(MemoryType t,
 }
 
 bool BufferResource::spill_down(std::unique_ptr<Buffer>& buf, Stream stream) {
+  SPILLWAY_NVTX_RANGE("spill");
   SPILLWAY_EXPECTS(buf != nullptr, "spill of a null buffer");
   const MemoryType from = buf->mem_type();
   std::vector<MemoryType> targets;

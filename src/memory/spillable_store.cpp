@@ -3,6 +3,8 @@
 #include <spillway/core/error.hpp>
 #include <spillway/memory/buffer_resource.hpp>
 
+#include "core/detail/nvtx.hpp"
+
 namespace spillway {
 
 SpillableStore::SpillableStore(BufferResource& br, int priority)
@@ -26,6 +28,7 @@ SpillableStore::Key SpillableStore::insert(std::unique_ptr<Buffer> buf) {
 }
 
 std::unique_ptr<Buffer> SpillableStore::extract(Key key, std::optional<MemoryType> target) {
+  SPILLWAY_NVTX_RANGE("extract from a spillable store");
   std::unique_ptr<Buffer> buf;
   {
     std::unique_lock lock(mutex_);

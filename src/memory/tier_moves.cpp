@@ -7,6 +7,8 @@
 #include <spillway/core/units.hpp>
 #include <spillway/memory/memory_step.hpp>
 
+#include "core/detail/nvtx.hpp"
+
 #include "memory/detail/buffer_stats.hpp"
 
 #include <algorithm>
@@ -105,6 +107,7 @@ void BufferResource::copy_from_disk(const Buffer& src, Buffer& dst, Stream strea
 
 std::unique_ptr<Buffer> BufferResource::copy(const Buffer& src, MemoryReservation& res,
                                              Stream stream) {
+  SPILLWAY_NVTX_RANGE("copy between tiers");
   const MemoryType from = src.mem_type();
   const MemoryType to = res.mem_type();
   check_live(to);

@@ -5,9 +5,12 @@
 
 #include <spillway/memory/memory_step.hpp>
 
+#include "core/detail/nvtx.hpp"
+
 namespace spillway {
 
 void Shuffler::Impl::send_ready() {
+  SPILLWAY_NVTX_RANGE("shuffle: send");
   // Direct chunks' columns are views of memory their sender holds anyway (nothing to spill):
   // they all go at once, in the order queued (column group, then partition, then column);
   // within each group that is the order their owner posts its receives in.
@@ -93,6 +96,7 @@ void Shuffler::Impl::post_receives() {
 }
 
 void Shuffler::Impl::complete_transfers() {
+  SPILLWAY_NVTX_RANGE("shuffle: receive");
   moved += std::erase_if(sends, [&](const std::unique_ptr<Future>& f) {
     if (!comm.test(*f)) return false;
     send_bytes -= f->request().bytes;

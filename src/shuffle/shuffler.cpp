@@ -8,6 +8,8 @@
 #include <spillway/table/gpu.hpp>
 #include <spillway/table/partition.hpp>
 
+#include "core/detail/nvtx.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -384,6 +386,7 @@ PartID Shuffler::wait_any(std::chrono::milliseconds timeout) {
 }
 
 std::vector<PackedData> Shuffler::extract(PartID pid) {
+  SPILLWAY_NVTX_RANGE("shuffle: extract");
   Impl& s = *impl_;
   std::vector<Impl::Incoming> parts;
   {

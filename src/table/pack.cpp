@@ -5,6 +5,8 @@
 #include <spillway/stats/memory_profiler.hpp>
 #include <spillway/table/gpu.hpp>
 
+#include "core/detail/nvtx.hpp"
+
 #include "table/detail/arguments.hpp"
 #include "table/detail/cpu_threads.hpp"
 #include "table/detail/pack_format.hpp"
@@ -59,6 +61,7 @@ std::vector<std::size_t> string_chars(const TableView& t, std::size_t a, std::si
 
 std::vector<PackedData> split_and_pack(const TableView& table, std::span<const std::size_t> splits,
                                        BufferResource& br) {
+  SPILLWAY_NVTX_RANGE("pack");
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "split_and_pack");
   const MemoryStep step("packing (split_and_pack)");
   const std::size_t rows = table.num_rows();
@@ -79,10 +82,12 @@ std::vector<PackedData> split_and_pack(const TableView& table, std::span<const s
 }
 
 PackedData pack(const TableView& table, BufferResource& br) {
+  SPILLWAY_NVTX_RANGE("pack");
   return std::move(split_and_pack(table, {}, br).front());
 }
 
 UnpackedTable unpack(PackedData packed) {
+  SPILLWAY_NVTX_RANGE("unpack");
   SPILLWAY_EXPECTS(packed.payload != nullptr, "unpack: the packed data has no payload");
   const Buffer& payload = *packed.payload;
   if (payload.mem_type() == MemoryType::DEVICE) {
@@ -132,6 +137,7 @@ UnpackedTable unpack(PackedData packed) {
 }
 
 Table concat(std::span<const TableView> tables, BufferResource& br) {
+  SPILLWAY_NVTX_RANGE("concatenate");
   const std::size_t rows = detail::check_concat_args(tables);
   const TableView& first = tables.front();
   std::vector<Column> columns;
@@ -201,6 +207,7 @@ Table to_table(UnpackedTable unpacked) {
 }
 
 Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br) {
+  SPILLWAY_NVTX_RANGE("unpack and concatenate");
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "unpack_and_concat");
   const MemoryStep step("unpacking (unpack_and_concat)");
   std::vector<UnpackedTable> parts;

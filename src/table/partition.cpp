@@ -4,6 +4,8 @@
 #include <spillway/memory/memory_step.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 
+#include "core/detail/nvtx.hpp"
+
 #include "table/detail/arguments.hpp"
 #include "table/detail/cpu_threads.hpp"
 #include "table/detail/pack_format.hpp"
@@ -330,6 +332,7 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
                                            std::span<const std::size_t> keys,
                                            std::size_t num_partitions, BufferResource& br,
                                            std::uint32_t seed, std::size_t threads) {
+  SPILLWAY_NVTX_RANGE("partition and pack");
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "partition_and_pack");
   const MemoryStep step("packing (partition_and_pack)");
   detail::check_partition_args(table, keys, num_partitions);
@@ -370,6 +373,7 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
 PartitionedTable hash_partition(const TableView& table, std::span<const std::size_t> keys,
                                 std::size_t num_partitions, BufferResource& br, std::uint32_t seed,
                                 std::size_t threads) {
+  SPILLWAY_NVTX_RANGE("partition");
   detail::check_partition_args(table, keys, num_partitions);
   threads = detail::resolve_threads(threads);
   const std::size_t rows = table.num_rows();

@@ -7,6 +7,8 @@
 #include <spillway/memory/memory_step.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 
+#include "core/detail/nvtx.hpp"
+
 #include "core/detail/cuda_try.hpp"
 #include "table/detail/arguments.hpp"
 #include "table/gpu/detail/batched_copy.cuh"
@@ -43,6 +45,7 @@ __global__ void gather_mask_kernel(const std::uint8_t* const* masks, const std::
 }  // namespace
 
 Table concat(std::span<const TableView> tables, BufferResource& br, Stream stream) {
+  SPILLWAY_NVTX_RANGE("concatenate");
   const std::size_t rows = spillway::detail::check_concat_args(tables);
   const TableView& first = tables.front();
   const std::size_t ncols = first.num_columns();
@@ -126,6 +129,7 @@ Table concat(std::span<const TableView> tables, BufferResource& br, Stream strea
 }
 
 Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stream stream) {
+  SPILLWAY_NVTX_RANGE("unpack and concatenate");
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "unpack_and_concat");
   const MemoryStep step("unpacking (gpu::unpack_and_concat)");
   std::size_t total = 0;

@@ -6,6 +6,8 @@
 #include <spillway/memory/memory_step.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 
+#include "core/detail/nvtx.hpp"
+
 #include "core/detail/cuda_try.hpp"
 #include "table/detail/arguments.hpp"
 #include "table/detail/pack_format.hpp"
@@ -51,6 +53,7 @@ __global__ void check_offsets_kernel(const std::int32_t* off, std::size_t rows, 
 
 std::vector<PackedData> split_and_pack(const TableView& table, std::span<const std::size_t> splits,
                                        BufferResource& br, Stream stream) {
+  SPILLWAY_NVTX_RANGE("pack");
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "split_and_pack");
   const MemoryStep step("packing (gpu::split_and_pack)");
   SPILLWAY_EXPECTS(cuda::is_available(), "the GPU table functions need a GPU");
@@ -121,6 +124,7 @@ std::vector<PackedData> split_and_pack(const TableView& table, std::span<const s
 }
 
 UnpackedTable unpack(PackedData packed, Stream stream) {
+  SPILLWAY_NVTX_RANGE("unpack");
   SPILLWAY_EXPECTS(packed.payload != nullptr, "unpack: the packed data has no payload");
   const Buffer& payload = *packed.payload;
   SPILLWAY_EXPECTS(

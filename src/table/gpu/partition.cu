@@ -22,6 +22,8 @@
 #include <spillway/memory/memory_step.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 
+#include "core/detail/nvtx.hpp"
+
 #include "core/detail/cuda_try.hpp"
 #include "table/detail/arguments.hpp"
 #include "table/detail/pack_format.hpp"
@@ -269,6 +271,7 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
                                            std::span<const std::size_t> keys,
                                            std::size_t num_partitions, BufferResource& br,
                                            Stream stream, std::uint32_t seed) {
+  SPILLWAY_NVTX_RANGE("partition and pack");
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "partition_and_pack");
   const MemoryStep step("packing (gpu::partition_and_pack)");
   const std::size_t ncols = table.num_columns();
@@ -395,6 +398,7 @@ void PartitionPlan::place(std::size_t first, std::size_t last, std::span<std::by
 PartitionedTable hash_partition(const TableView& table, std::span<const std::size_t> keys,
                                 std::size_t num_partitions, BufferResource& br, Stream stream,
                                 std::uint32_t seed) {
+  SPILLWAY_NVTX_RANGE("partition");
   const std::size_t rows = table.num_rows();
   const std::size_t ncols = table.num_columns();
   std::vector<Column> columns;
