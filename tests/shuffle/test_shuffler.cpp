@@ -2,6 +2,7 @@
 // the owner of its partition, none is lost, duplicated or changed (order-independent checksums
 // summed over ranks), with streaming inserts, forced spilling, skew, empty partitions and two
 // shuffles at once; clear errors for misuse and for a peer that never finishes.
+#include <spillway/comm/launch.hpp>
 #include <spillway/comm/local.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/shuffle/shuffler.hpp>
@@ -30,40 +31,42 @@ struct Setup {
   test::Feed feed{test::Feed::streaming};
 };
 
-/// Runs rank(comm, spill_dir) on `nranks` local ranks as threads; the checksums of what the
-/// ranks put in and took out, summed over the ranks, must agree. A rank that throws fails the
-/// test and leaves the group (so that the others fail too instead of waiting).
-template <typename RankFn>
-void expect_rows_arrive(int nranks, RankFn&& rank) {
+/// Runs rank(comm, br) on `nranks` local ranks (run_ranks), each with a BufferResource of
+/// config(spill_dir); the checksums of what the ranks put in and took out, summed over the
+/// ranks, must agree. A rank that throws fails the test and leaves the group (so that the
+/// others fail too instead of waiting).
+template <typename ConfigFn, typename RankFn>
+void expect_rows_arrive(int nranks, ConfigFn&& config, RankFn&& rank) {
   test::TempDir dir;
-  auto comms = LocalCommunicator::create(nranks);
   TableChecksum in_sum;
   TableChecksum out_sum;
   std::mutex m;
-  std::vector<std::thread> threads;
-  for (Rank r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        const auto [in, out] = rank(*comms[static_cast<std::size_t>(r)], dir.path());
+  LaunchOptions launch;
+  launch.on_error = [](Rank r, const std::string& what) {
+    ADD_FAILURE() << "rank " << r << ": " << what;
+  };
+  const int rc = run_ranks(
+      RankKind::local, nranks, config(dir.path()),
+      [&](Communicator& comm, BufferResource& br) {
+        const auto [in, out] = rank(comm, br);
         std::lock_guard lock(m);
         in_sum += in;
         out_sum += out;
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << r << ": " << e.what();
-        comms[static_cast<std::size_t>(r)].reset();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+        return 0;
+      },
+      launch);
+  EXPECT_EQ(rc, 0);
   EXPECT_GT(in_sum.rows, 0U);
   EXPECT_EQ(in_sum, out_sum) << "rows in " << in_sum.rows << ", out " << out_sum.rows;
 }
 
 void run(const Setup& setup) {
-  expect_rows_arrive(setup.nranks, [&](Communicator& comm, const std::string& spill_dir) {
+  const auto config = [&](const std::string& spill_dir) {
     auto cfg = test::host_config(spill_dir);
     cfg.spill_injection = setup.spill_injection;
-    BufferResource br(cfg);
+    return cfg;
+  };
+  expect_rows_arrive(setup.nranks, config, [&](Communicator& comm, BufferResource& br) {
     TableChecksum in_sum;
     TableChecksum out_sum;
     std::mutex m;
@@ -136,8 +139,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ShuffleRanks, ::testing::Values(1, 2, 3, 4),
 class ReusedOpId : public ::testing::TestWithParam<int> {};
 
 TEST_P(ReusedOpId, FiveHundredShufflesOneAfterAnother) {
-  expect_rows_arrive(GetParam(), [](Communicator& comm, const std::string& spill_dir) {
-    BufferResource br(test::host_config(spill_dir));
+  expect_rows_arrive(GetParam(), test::host_config, [](Communicator& comm, BufferResource& br) {
     comm.set_timeout(std::chrono::seconds(20));
     return test::reuse_op_id(comm, br, 1, 500);
   });

@@ -2,14 +2,13 @@
 // feeds, skew, HOST limits and spill injection on local ranks. After each: every row arrived
 // once (checksums), every tier's used bytes are back to zero, no spill file is open and no spill
 // directory is left; over the whole run the resident memory does not grow.
-#include <spillway/comm/local.hpp>
+#include <spillway/comm/launch.hpp>
 
 #include "common.hpp"
 #include "shuffle/soak_common.hpp"
 
 #include <cstdio>
 #include <mutex>
-#include <thread>
 
 using namespace spillway;
 
@@ -20,28 +19,28 @@ TEST(Soak, RandomShufflesLeaveNothingBehind) {
   for (int i = 0; i < shuffles; ++i) {
     const test::SoakCase c = test::soak_case(1, i);
     test::TempDir dir;
-    auto comms = LocalCommunicator::create(c.nranks);
     TableChecksum in_sum;
     TableChecksum out_sum;
     std::mutex m;
-    std::vector<std::thread> threads;
-    for (Rank r = 0; r < c.nranks; ++r) {
-      threads.emplace_back([&, r] {
-        auto& comm = *comms[static_cast<std::size_t>(r)];
-        try {
-          auto cfg = test::host_config(dir.path());
-          if (c.host_limit_mib > 0) {
-            cfg.limits[index(MemoryType::HOST)] = Limit::bytes(c.host_limit_mib * MiB);
-          }
-          cfg.spill_injection = c.spill_injection;
-          if (c.background_spilling) {
-            cfg.spill_period = std::chrono::milliseconds(1);
-            cfg.headroom[index(MemoryType::HOST)] = c.host_limit_mib * MiB;  // spill all it can
-          }
-          BufferResource br(cfg);
+    auto cfg = test::host_config(dir.path());
+    if (c.host_limit_mib > 0)
+      cfg.limits[index(MemoryType::HOST)] = Limit::bytes(c.host_limit_mib * MiB);
+    cfg.spill_injection = c.spill_injection;
+    if (c.background_spilling) {
+      cfg.spill_period = std::chrono::milliseconds(1);
+      cfg.headroom[index(MemoryType::HOST)] = c.host_limit_mib * MiB;  // spill all it can
+    }
+    LaunchOptions launch;
+    launch.on_error = [&](Rank r, const std::string& what) {
+      ADD_FAILURE() << "shuffle " << i << ", rank " << r << ": " << what;
+    };
+    run_ranks(
+        RankKind::local, c.nranks, cfg,
+        [&](Communicator& comm, BufferResource& br) {
           const auto [in, out] = test::shuffle_rank(comm, br, c.skew, 1, c.feed, c.shape);
           for (MemoryType t : all_memory_types) {
-            EXPECT_EQ(br.used(t), 0U) << "shuffle " << i << ", rank " << r << ": " << to_string(t);
+            EXPECT_EQ(br.used(t), 0U)
+                << "shuffle " << i << ", rank " << comm.rank() << ": " << to_string(t);
           }
           std::lock_guard lock(m);
           for (const char* name : {"copy-host-to-disk", "spill-host-to-disk"}) {
@@ -49,13 +48,9 @@ TEST(Soak, RandomShufflesLeaveNothingBehind) {
           }
           in_sum += in;
           out_sum += out;
-        } catch (const std::exception& e) {
-          ADD_FAILURE() << "shuffle " << i << ", rank " << r << ": " << e.what();
-          comms[static_cast<std::size_t>(r)].reset();
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
+          return 0;
+        },
+        launch);
     ASSERT_EQ(in_sum, out_sum) << "shuffle " << i << ": rows in " << in_sum.rows << ", out "
                                << out_sum.rows;
     EXPECT_EQ(test::open_files_under(dir.path()), 0) << "shuffle " << i;
