@@ -7,6 +7,8 @@
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 
+#include "core/detail/enum_names.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -17,10 +19,9 @@
 namespace spillway {
 
 RankKind parse_rank_kind(const std::string& text) {
-  if (text == "single") return RankKind::single;
-  if (text == "local") return RankKind::local;
-  if (text == "mpi") return RankKind::mpi;
-  SPILLWAY_FAIL("unknown kind of ranks '" + text + "' (expected single, local or mpi)");
+  static constexpr detail::EnumNames<RankKind, 3> names{
+      {{"single", RankKind::single}, {"local", RankKind::local}, {"mpi", RankKind::mpi}}};
+  return detail::parse_enum(text, names, "kind of ranks");
 }
 
 int ranks_per_gpu(RankKind kind, int nranks) {

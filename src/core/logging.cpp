@@ -1,5 +1,7 @@
 #include <spillway/core/logging.hpp>
 
+#include "core/detail/enum_names.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/core/options.hpp>
 
@@ -8,14 +10,21 @@
 
 namespace spillway {
 
+namespace {
+constexpr detail::EnumNames<LogLevel, 6> level_names{{{"none", LogLevel::none},
+                                                      {"error", LogLevel::error},
+                                                      {"warn", LogLevel::warn},
+                                                      {"info", LogLevel::info},
+                                                      {"debug", LogLevel::debug},
+                                                      {"trace", LogLevel::trace}}};
+}  // namespace
+
 LogLevel parse_log_level(const std::string& text) {
-  static constexpr std::array<const char*, 6> names{"none", "error", "warn",
-                                                    "info", "debug", "trace"};
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (text == names[i]) return static_cast<LogLevel>(i);
-  }
-  SPILLWAY_FAIL("unknown log level '" + text +
-                "' (expected none, error, warn, info, debug, trace)");
+  return detail::parse_enum(text, level_names, "log level");
+}
+
+const char* to_string(LogLevel level) noexcept {
+  return detail::enum_name(level, level_names);
 }
 
 namespace detail {

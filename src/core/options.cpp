@@ -4,6 +4,7 @@
 
 #include <spillway/core/error.hpp>
 
+#include "core/detail/enum_names.hpp"
 #include "core/detail/settings.hpp"
 
 #include <atomic>
@@ -14,34 +15,28 @@
 
 namespace spillway {
 
+namespace {
+constexpr detail::EnumNames<DeviceAllocator, 3> allocator_names{{{"cuda", DeviceAllocator::cuda},
+                                                                 {"async", DeviceAllocator::async},
+                                                                 {"pool", DeviceAllocator::pool}}};
+constexpr detail::EnumNames<IoGds, 3> gds_names{
+    {{"off", IoGds::off}, {"auto", IoGds::automatic}, {"on", IoGds::on}}};
+}  // namespace
+
 DeviceAllocator parse_device_allocator(const std::string& text) {
-  if (text == "cuda") return DeviceAllocator::cuda;
-  if (text == "async") return DeviceAllocator::async;
-  if (text == "pool") return DeviceAllocator::pool;
-  SPILLWAY_FAIL("unknown device allocator '" + text + "' (expected cuda, async or pool)");
+  return detail::parse_enum(text, allocator_names, "device allocator");
 }
 
 const char* to_string(DeviceAllocator a) noexcept {
-  switch (a) {
-    case DeviceAllocator::cuda:
-      return "cuda";
-    case DeviceAllocator::pool:
-      return "pool";
-    case DeviceAllocator::async:
-      break;
-  }
-  return "async";
+  return detail::enum_name(a, allocator_names);
 }
 
 IoGds parse_io_gds(const std::string& text) {
-  if (text == "off") return IoGds::off;
-  if (text == "auto") return IoGds::automatic;
-  if (text == "on") return IoGds::on;
-  SPILLWAY_FAIL("unknown GPUDirect Storage mode '" + text + "' (expected off, auto or on)");
+  return detail::parse_enum(text, gds_names, "GPUDirect Storage mode");
 }
 
 const char* to_string(IoGds g) noexcept {
-  return g == IoGds::off ? "off" : g == IoGds::on ? "on" : "auto";
+  return detail::enum_name(g, gds_names);
 }
 
 namespace {

@@ -105,11 +105,6 @@ E parse_choice(const std::string& t, const char* var, E (*parse)(const std::stri
     SPILLWAY_FAIL(std::string(var) + ": " + err.what());
   }
 }
-const char* log_level_name(LogLevel l) {
-  static constexpr std::array<const char*, 6> names{"none", "error", "warn",
-                                                    "info", "debug", "trace"};
-  return names[static_cast<std::size_t>(l)];
-}
 
 const char* positive(const std::size_t& n) {
   return n > 0 ? nullptr : "greater than zero";
@@ -342,7 +337,7 @@ const Field<LogLevel> log_level{
     "warn",
     "`none`, `error`, `warn`, `info`, `debug` or `trace`.",
     [](const std::string& t, const char* var) { return parse_choice(t, var, parse_log_level); },
-    [](const LogLevel& l) { return std::string(log_level_name(l)); }};
+    [](const LogLevel& l) { return std::string(to_string(l)); }};
 
 }  // namespace field
 

@@ -11,6 +11,8 @@ enum class LogLevel { none = 0, error, warn, info, debug, trace };
 
 /// Parses "none|error|warn|info|debug|trace". @throws spillway::logic_error otherwise.
 LogLevel parse_log_level(const std::string& text);
+/// "none", "error", ... as parse_log_level reads them.
+const char* to_string(LogLevel level) noexcept;
 
 namespace detail {
 /// Writes one line atomically ("[spillway WARN] ..."). Thread-safe.
