@@ -19,9 +19,15 @@ if ((${#missing[@]})); then
 fi
 
 # Python side (PyPI): pyarrow, the real Arrow implementation the Arrow C Data Interface tests
-# exchange tables with.
-if ! python3 -c "import pyarrow" >/dev/null 2>&1; then
-  echo "install-deps: pip install pyarrow"
-  python3 -m pip install --quiet --disable-pip-version-check pyarrow ||
-    python3 -m pip install --quiet --disable-pip-version-check --break-system-packages pyarrow
+# exchange tables with; nanobind and scikit-build-core, which build the Python package; pytest
+# and polars for its tests.
+py_missing=()
+for mod in pyarrow nanobind scikit_build_core pytest polars; do
+  python3 -c "import $mod" >/dev/null 2>&1 || py_missing+=("${mod//_/-}")
+done
+if [ ${#py_missing[@]} -gt 0 ]; then
+  echo "install-deps: pip install ${py_missing[*]}"
+  python3 -m pip install --quiet --disable-pip-version-check "${py_missing[@]}" ||
+    python3 -m pip install --quiet --disable-pip-version-check --break-system-packages \
+      "${py_missing[@]}"
 fi

@@ -2,8 +2,8 @@
 # Sets up, builds and runs every test: formatting, the CPU build (-Werror) with its tests,
 # AddressSanitizer+UBSan and ThreadSanitizer builds with their tests, the GPU build where nvcc
 # exists (GPU tests skip without a GPU), a bounded run of every libFuzzer target with its
-# regression inputs (scripts/fuzz.sh), a find_package(spillway) consumer of the install, and
-# the README's main job and C++ example.
+# regression inputs (scripts/fuzz.sh), the Python package (pip install . and its pytest suite),
+# a find_package(spillway) consumer of the install, and the README's main job and C++ example.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -36,6 +36,13 @@ else
 fi
 run_preset asan
 run_preset tsan  # TSAN_OPTIONS in the preset: halt on error, tests/tsan.supp
+
+step "python: pip install . (scikit-build-core, nanobind) into a venv, then its pytest suite"
+venv=build/python-venv
+python3 -m venv --system-site-packages "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
+  --force-reinstall --no-deps .
+(cd tests/python && "../../$venv/bin/python" -m pytest -q -p no:cacheprovider .)
 
 step "fuzz: every target (libFuzzer, ASan + UBSan, ${SPILLWAY_FUZZ_SECONDS:-20} s each) and their regressions"
 FUZZ_REBUILD=1 bash scripts/fuzz.sh --seconds "${SPILLWAY_FUZZ_SECONDS:-20}"

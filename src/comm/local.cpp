@@ -218,6 +218,10 @@ LocalCommunicator::LocalCommunicator(std::shared_ptr<detail::LocalHub> hub, Rank
     : Communicator(rank, hub->nranks), hub_{std::move(hub)}, rank_{rank} {}
 
 LocalCommunicator::~LocalCommunicator() {
+  leave();
+}
+
+void LocalCommunicator::leave() noexcept {
   hub_->gone[static_cast<std::size_t>(rank_)].store(true);
   hub_->cv.notify_all();
 }

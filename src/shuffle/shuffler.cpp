@@ -360,7 +360,7 @@ void Shuffler::insert_finished(Table&& table, std::span<const std::size_t> keys,
   s.finish(std::move(chunks), groups);
 }
 
-PartID Shuffler::wait_any(std::chrono::milliseconds timeout) {
+std::optional<PartID> Shuffler::try_wait_any(std::chrono::milliseconds timeout) {
   Impl& s = *impl_;
   std::unique_lock lock(s.mutex);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -374,15 +374,20 @@ PartID Shuffler::wait_any(std::chrono::milliseconds timeout) {
         return pid;
       }
     }
-    if (s.cv.wait_until(lock, deadline) == std::cv_status::timeout) {
-      SPILLWAY_FAIL(s.comm.logger().prefix() + "shuffle op " + std::to_string(s.op) +
-                        ": no partition completed within " + std::to_string(timeout.count()) +
-                        " ms (" + std::to_string(s.finishes) + " of " + std::to_string(s.n) +
-                        " ranks finished inserting; " + std::to_string(s.outgoing.size()) +
-                        " chunks still to send)" + s.missing(),
-                    comm_error);
-    }
+    if (s.cv.wait_until(lock, deadline) == std::cv_status::timeout) return std::nullopt;
   }
+}
+
+PartID Shuffler::wait_any(std::chrono::milliseconds timeout) {
+  if (const auto pid = try_wait_any(timeout)) return *pid;
+  Impl& s = *impl_;
+  std::lock_guard lock(s.mutex);
+  SPILLWAY_FAIL(s.comm.logger().prefix() + "shuffle op " + std::to_string(s.op) +
+                    ": no partition completed within " + std::to_string(timeout.count()) + " ms (" +
+                    std::to_string(s.finishes) + " of " + std::to_string(s.n) +
+                    " ranks finished inserting; " + std::to_string(s.outgoing.size()) +
+                    " chunks still to send)" + s.missing(),
+                comm_error);
 }
 
 std::vector<PackedData> Shuffler::extract(PartID pid) {

@@ -4,10 +4,12 @@
 
 #include "table/detail/cpu_threads.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace spillway {
 
@@ -31,6 +33,79 @@ const char* arrow_format(TypeId t) {
 
 [[noreturn]] void bad_column(const std::string& name, std::size_t i, const std::string& why) {
   SPILLWAY_FAIL("import_arrow: column " + std::to_string(i) + " ('" + name + "'): " + why);
+}
+
+/// The string layouts that come in besides utf8 ('u', int32 offsets, taken as it is): large
+/// utf8 ('U', int64 offsets) and utf8 views ('vu', Polars' default), both copied into utf8.
+enum class Strings { utf8, large, view };
+
+/// rows strings (from row `offset` of the Arrow column) as utf8: int32 offsets and characters
+/// in HOST buffers, every length and position checked against the buffers it reads.
+void copy_to_utf8(const ArrowArray& ca, Strings layout, std::size_t offset, std::size_t rows,
+                  const std::string& name, std::size_t ci, BufferResource& br, ColumnView& v,
+                  std::vector<std::unique_ptr<Buffer>>& copies) {
+  struct Piece {
+    const char* at;
+    std::int64_t len;
+  };
+  std::vector<Piece> pieces(rows);
+  if (layout == Strings::large) {
+    const auto* off = static_cast<const std::int64_t*>(ca.buffers[1]) + offset;
+    const auto* chars = static_cast<const char*>(ca.buffers[2]);
+    if (off[0] < 0) bad_column(name, ci, "negative string offset");
+    for (std::size_t r = 0; r < rows; ++r) {
+      if (off[r + 1] < off[r]) {
+        bad_column(name, ci, "string offsets decrease at row " + std::to_string(r));
+      }
+      pieces[r] = {chars + off[r], off[r + 1] - off[r]};
+    }
+  } else {
+    // Views: 16 bytes each, int32 length, then the string itself when it is at most 12 bytes,
+    // else a 4-byte prefix, the index of its data buffer and its offset there. The last
+    // buffer holds the data buffers' sizes.
+    const std::int64_t data_buffers = ca.n_buffers - 3;
+    const auto* views = static_cast<const std::uint8_t*>(ca.buffers[1]) + offset * 16;
+    const auto* sizes = static_cast<const std::int64_t*>(ca.buffers[ca.n_buffers - 1]);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::uint8_t* view = views + r * 16;
+      std::int32_t len = 0;
+      std::memcpy(&len, view, 4);
+      if (len < 0) bad_column(name, ci, "a negative string length at row " + std::to_string(r));
+      if (len <= 12) {
+        pieces[r] = {reinterpret_cast<const char*>(view + 4), len};
+        continue;
+      }
+      std::int32_t buffer = 0;
+      std::int32_t at = 0;
+      std::memcpy(&buffer, view + 8, 4);
+      std::memcpy(&at, view + 12, 4);
+      if (buffer < 0 || buffer >= data_buffers || at < 0 || sizes == nullptr ||
+          ca.buffers[2 + buffer] == nullptr || std::int64_t{at} + len > sizes[buffer]) {
+        bad_column(
+            name, ci,
+            "a string view at row " + std::to_string(r) + " points outside its data buffers");
+      }
+      pieces[r] = {static_cast<const char*>(ca.buffers[2 + buffer]) + at, len};
+    }
+  }
+  std::int64_t total = 0;
+  for (const Piece& p : pieces) total += p.len;
+  if (total > INT32_MAX) {
+    bad_column(name, ci, "more than 2 GiB of characters in one column (utf8's int32 offsets)");
+  }
+  auto offsets = br.allocate(MemoryType::HOST, (rows + 1) * sizeof(std::int32_t));
+  auto chars =
+      br.allocate(MemoryType::HOST, std::max<std::size_t>(static_cast<std::size_t>(total), 1));
+  auto* o = reinterpret_cast<std::int32_t*>(offsets->data());
+  o[0] = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::memcpy(chars->data() + o[r], pieces[r].at, static_cast<std::size_t>(pieces[r].len));
+    o[r + 1] = o[r] + static_cast<std::int32_t>(pieces[r].len);
+  }
+  v.offsets = o;
+  v.data = chars->data();
+  copies.push_back(std::move(offsets));
+  copies.push_back(std::move(chars));
 }
 
 }  // namespace
@@ -90,14 +165,17 @@ ArrowImport import_arrow(ArrowSchema* schema, ArrowArray* array, BufferResource&
     const std::string fmt = cs.format != nullptr ? cs.format : "";
     const auto ci = static_cast<std::size_t>(i);
     const Format* f = nullptr;
+    const Strings strings = fmt == "U"    ? Strings::large
+                            : fmt == "vu" ? Strings::view
+                                          : Strings::utf8;
     for (const auto& cand : formats) {
-      if (fmt == cand.arrow) f = &cand;
+      if (fmt == cand.arrow || (strings != Strings::utf8 && cand.type == TypeId::STRING)) f = &cand;
     }
     if (f == nullptr) {
       bad_column(name, ci,
                  "Arrow format '" + fmt +
                      "' is not supported (supported: int8..int64, uint8..uint64, float32, "
-                     "float64, bool, utf8 string)");
+                     "float64, bool, utf8 string, large utf8, utf8 view)");
     }
     if (cs.dictionary != nullptr)
       bad_column(name, ci, "dictionary-encoded columns are not supported");
@@ -109,12 +187,15 @@ ArrowImport import_arrow(ArrowSchema* schema, ArrowArray* array, BufferResource&
       bad_column(name, ci, "bad offset " + std::to_string(ca.offset));
     }
     const std::int64_t expected_buffers = f->type == TypeId::STRING ? 3 : 2;
-    if (ca.n_buffers != expected_buffers || ca.buffers == nullptr) {
+    const bool buffers_ok =
+        strings == Strings::view ? ca.n_buffers >= 3 : ca.n_buffers == expected_buffers;
+    if (!buffers_ok || ca.buffers == nullptr) {
       bad_column(name, ci,
                  "expected " + std::to_string(expected_buffers) + " buffers, got " +
                      std::to_string(ca.n_buffers));
     }
-    for (std::int64_t b = 1; b < expected_buffers; ++b) {
+    // (A view column's buffers past the views are checked where they are read.)
+    for (std::int64_t b = 1; b < (strings == Strings::view ? 2 : expected_buffers); ++b) {
       if (ca.buffers[b] == nullptr && rows > 0) {
         bad_column(name, ci, "buffer " + std::to_string(b) + " is a null pointer");
       }
@@ -157,6 +238,8 @@ ArrowImport import_arrow(ArrowSchema* schema, ArrowArray* array, BufferResource&
       }
       v.data = data->data();
       imp.copies_.push_back(std::move(data));
+    } else if (strings != Strings::utf8) {
+      copy_to_utf8(ca, strings, offset, rows, name, ci, br, v, imp.copies_);
     } else if (f->type == TypeId::STRING) {
       const auto* off = static_cast<const std::int32_t*>(ca.buffers[1]) + offset;
       const auto* chars = static_cast<const char*>(ca.buffers[2]);

@@ -1,94 +1,85 @@
-"""Arrow C Data Interface round trips against a real Arrow implementation (pyarrow).
+"""Tables through the Arrow PyCapsule interface: every column type, with nulls, sliced,
+empty, as a table, a record batch or a stream, from pyarrow and Polars; and through spillway's
+pack format (what the shuffle moves)."""
 
-Usage: python3 test_arrow.py /path/to/libspillway_arrow_test.so
-"""
-import ctypes
-import sys
-import unittest
+import pyarrow as pa
+import pytest
 
-try:
-    import pyarrow as pa
-except ImportError:  # the test command installs it; without it this test is skipped
-    print("pyarrow is not installed: skipped")
-    sys.exit(77)
+import spillway
 
-LIB = ctypes.CDLL(sys.argv.pop(1))
-LIB.spillway_test_roundtrip.restype = ctypes.c_int
-SCHEMA_SIZE, ARRAY_SIZE = 72, 80  # sizeof(ArrowSchema), sizeof(ArrowArray)
+TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
+         pa.uint64(), pa.float32(), pa.float64(), pa.bool_(), pa.string()]
 
 
-def roundtrip(batch):
-    """Exports `batch` to C, runs it through spillway, imports the result."""
-    schema_in, array_in = ctypes.create_string_buffer(SCHEMA_SIZE), ctypes.create_string_buffer(ARRAY_SIZE)
-    schema_out, array_out = ctypes.create_string_buffer(SCHEMA_SIZE), ctypes.create_string_buffer(ARRAY_SIZE)
-    batch._export_to_c(ctypes.addressof(array_in), ctypes.addressof(schema_in))
-    rows, total = ctypes.c_uint64(), ctypes.c_uint64()
-    err = ctypes.create_string_buffer(1024)
-    rc = LIB.spillway_test_roundtrip(schema_in, array_in, schema_out, array_out, ctypes.byref(rows),
-                                     ctypes.byref(total), err, ctypes.c_size_t(len(err)))
-    if rc != 0:
-        raise RuntimeError(err.value.decode())
-    out = pa.RecordBatch._import_from_c(ctypes.addressof(array_out), ctypes.addressof(schema_out))
-    return out, rows.value
+def sample(n=37, nulls=True):
+    cols = {}
+    for t in TYPES:
+        if t == pa.string():
+            values = [("s" * (i % 5)) + str(i) for i in range(n)]
+        elif t == pa.bool_():
+            values = [i % 3 == 0 for i in range(n)]
+        elif pa.types.is_floating(t):
+            values = [i * 0.5 for i in range(n)]
+        else:
+            values = [i % 100 for i in range(n)]
+        if nulls:
+            values = [None if i % 7 == 3 else v for i, v in enumerate(values)]
+        cols[str(t)] = pa.array(values, type=t)
+    return pa.table(cols)
 
 
-def mixed_batch(n):
-    ints = [None if i % 7 == 3 else i * 1000003 % 2**31 for i in range(n)]
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([i % 100 - 50 for i in range(n)], pa.int8()),
-            pa.array([i * 7 for i in range(n)], pa.int16()),
-            pa.array(ints, pa.int32()),
-            pa.array([None if i % 5 == 0 else -i * 2**40 for i in range(n)], pa.int64()),
-            pa.array([i % 256 for i in range(n)], pa.uint8()),
-            pa.array([i for i in range(n)], pa.uint16()),
-            pa.array([i * 3 for i in range(n)], pa.uint32()),
-            pa.array([2**63 + i for i in range(n)], pa.uint64()),
-            pa.array([None if i % 4 == 1 else i * 0.5 for i in range(n)], pa.float32()),
-            pa.array([-0.0 if i == 0 else i / 3 for i in range(n)], pa.float64()),
-            pa.array([None if i % 3 == 2 else i % 2 == 0 for i in range(n)], pa.bool_()),
-            pa.array([None if i % 6 == 5 else ("" if i % 4 == 0 else "ü" * (i % 5) + str(i)) for i in range(n)],
-                     pa.string()),
-        ],
-        names=["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f32", "f64", "flag", "name"],
-    )
+@pytest.mark.parametrize("nulls", [False, True])
+def test_every_type_round_trips(br, nulls):
+    t = sample(nulls=nulls)
+    back = spillway.to_arrow(spillway.from_arrow(t, br))
+    assert back.equals(t)
 
 
-class ArrowRoundTrip(unittest.TestCase):
-    def test_every_type_with_nulls_and_empty_strings(self):
-        batch = mixed_batch(1000)
-        out, rows = roundtrip(batch)
-        self.assertEqual(rows, 1000)
-        self.assertTrue(out.equals(batch), f"{out.to_pydict()} != {batch.to_pydict()}")
-
-    def test_empty_and_one_row(self):
-        for n in (0, 1):
-            batch = mixed_batch(n)
-            out, rows = roundtrip(batch)
-            self.assertEqual(rows, n)
-            self.assertTrue(out.equals(batch))
-
-    def test_sliced_batch_with_unaligned_offset(self):
-        batch = mixed_batch(100).slice(3, 50)  # validity bits and offsets start mid-buffer
-        out, rows = roundtrip(batch)
-        self.assertEqual(rows, 50)
-        self.assertTrue(out.equals(batch))
-
-    def test_unsupported_type_is_a_clear_error(self):
-        batch = pa.RecordBatch.from_arrays([pa.array([1, 2], pa.int32()), pa.array([1, 2], pa.timestamp("us"))],
-                                           names=["ok", "when"])
-        with self.assertRaises(RuntimeError) as ctx:
-            roundtrip(batch)
-        message = str(ctx.exception)
-        self.assertIn("'when'", message)
-        self.assertIn("'tsu:'", message)
-
-    def test_large_string_is_refused(self):
-        batch = pa.RecordBatch.from_arrays([pa.array(["a", "b"], pa.large_string())], names=["s"])
-        with self.assertRaises(RuntimeError) as ctx:
-            roundtrip(batch)
-        self.assertIn("'U'", str(ctx.exception))
+def test_sliced_and_empty_tables(br):
+    t = sample(100)
+    assert spillway.to_arrow(spillway.from_arrow(t.slice(13, 50), br)).equals(t.slice(13, 50))
+    empty = t.slice(0, 0)
+    assert spillway.to_arrow(spillway.from_arrow(empty, br)).equals(empty)
 
 
-if __name__ == "__main__":
-    unittest.main(verbosity=1)
+def test_record_batches_and_streams(br):
+    t = sample(60)
+    batch = t.combine_chunks().to_batches()[0]
+    assert spillway.to_arrow(spillway.from_arrow(batch, br)).equals(t)
+    chunked = pa.concat_tables([t.slice(0, 20), t.slice(20, 40)])
+    reader = pa.RecordBatchReader.from_batches(chunked.schema, chunked.to_batches())
+    assert spillway.to_arrow(spillway.from_arrow(reader, br)).equals(t)
+
+
+def test_the_pack_format_keeps_everything(br):
+    t = sample(1000)
+    packed = spillway._spillway.pack_round_trip(spillway.from_arrow(t, br), br)
+    assert spillway.to_arrow(packed).equals(t)
+
+
+def test_polars_goes_in():
+    pl = pytest.importorskip("polars")
+    br = spillway.BufferResource(use_gpu=False)
+    df = pl.DataFrame({"a": [1, 2, None], "b": ["x", None, "z"]})
+    back = spillway.to_arrow(spillway.from_arrow(df, br))
+    assert back.to_pydict() == {"a": [1, 2, None], "b": ["x", None, "z"]}
+
+
+def test_what_is_not_arrow_is_a_type_error(br):
+    with pytest.raises(TypeError, match="Arrow PyCapsule"):
+        spillway.from_arrow([1, 2, 3], br)
+
+
+def test_unsupported_types_name_the_column(br):
+    t = pa.table({"ok": [1], "when": pa.array([1], pa.timestamp("s"))})
+    with pytest.raises(spillway.UsageError, match="when"):
+        spillway.from_arrow(t, br)
+
+
+@pytest.mark.parametrize("string_type", [pa.large_string(), pa.string_view()])
+def test_large_strings_and_string_views_come_in_as_utf8(br, string_type):
+    values = ["", "short", None, "a string longer than twelve bytes", "x" * 100, "twelve bytes"]
+    t = pa.table({"s": pa.array(values, type=string_type)})
+    back = spillway.to_arrow(spillway.from_arrow(t.slice(1), br))
+    assert back.column("s").type == pa.string()
+    assert back.column("s").to_pylist() == values[1:]

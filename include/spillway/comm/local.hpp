@@ -26,6 +26,9 @@ class LocalCommunicator final : public Communicator {
 
   /// Leaves the group: peers waiting on this rank get a comm_error instead of hanging.
   ~LocalCommunicator() override;
+  /// Leaves the group now (as the destructor does), for a rank that failed but whose
+  /// communicator lives on (a Python object, say). Idempotent.
+  void leave() noexcept;
 
   [[nodiscard]] const char* kind() const noexcept override { return "local"; }
 

@@ -33,6 +33,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -89,6 +90,9 @@ class Shuffler {
   /// @throws spillway::comm_error on timeout or when the shuffle failed (a peer, a transfer);
   ///         spillway::logic_error when every local partition was returned already
   PartID wait_any(std::chrono::milliseconds timeout);
+  /// wait_any, but nullopt when no partition completed within `timeout` (for a caller that
+  /// waits in slices, to answer a signal in between). Errors throw as for wait_any.
+  std::optional<PartID> try_wait_any(std::chrono::milliseconds timeout);
   /// Hands over a complete partition's chunks (in no particular order).
   /// @throws spillway::logic_error when it is not local, not complete or already extracted
   std::vector<PackedData> extract(PartID pid);

@@ -1,0 +1,44 @@
+"""spillway: move large columnar data between ranks without running out of memory.
+
+    import pyarrow as pa, spillway
+
+    def rank(comm, br):
+        table = pa.table({"key": [1, 2, 3], "value": [4.0, 5.0, 6.0]})
+        return {pid: part for pid, part in spillway.shuffle(table, ["key"], comm, br)}
+
+    parts = spillway.comm.local(2, rank, host_limit="1GiB")   # one result per rank
+
+Tables go in through the Arrow PyCapsule interface (pyarrow, Polars, DuckDB results) and come
+out as pyarrow Tables. Every C++ error is one of spillway.errors' classes.
+"""
+
+from . import _spillway
+from . import errors
+from .errors import (CommError, CorruptDataError, CudaError, IoError, OutOfMemory,
+                     SpillwayError, UsageError)
+
+_spillway._register_errors({name: getattr(errors, name) for name in (
+    "OutOfMemory", "CommError", "IoError", "CorruptDataError", "CudaError", "UsageError")})
+
+from ._spillway import BufferResource, Communicator, Shuffler, Table  # noqa: E402
+from .tables import from_arrow, to_arrow  # noqa: E402
+from .shuffle import shuffle  # noqa: E402
+from . import comm  # noqa: E402
+
+__version__ = _spillway.__version__
+
+
+def cuda_available() -> bool:
+    """Whether a GPU is usable here (a CUDA build on a machine with a GPU)."""
+    return _spillway.cuda_available()
+
+
+def settings() -> dict:
+    """Every SPILLWAY_* setting and its current value."""
+    return _spillway.settings()
+
+
+__all__ = ["BufferResource", "Communicator", "Shuffler", "Table", "from_arrow", "to_arrow",
+           "shuffle", "comm", "cuda_available", "settings", "errors", "SpillwayError",
+           "OutOfMemory", "CommError", "IoError", "CorruptDataError", "CudaError", "UsageError",
+           "__version__"]

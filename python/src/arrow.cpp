@@ -1,0 +1,162 @@
+// Host tables in and out through the Arrow PyCapsule interface: `__arrow_c_array__` (a
+// schema and an array capsule) and `__arrow_c_stream__` (a stream capsule), as pyarrow,
+// Polars and DuckDB give and take them.
+#include "bindings.hpp"
+#include "table.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/table/arrow.hpp>
+#include <spillway/table/pack.hpp>
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+namespace spillway::python {
+
+namespace {
+
+template <typename T>
+T* capsule_pointer(nb::handle capsule, const char* name) {
+  auto* p = static_cast<T*>(PyCapsule_GetPointer(capsule.ptr(), name));
+  if (p == nullptr) {
+    PyErr_Clear();
+    SPILLWAY_FAIL(std::string("expected a PyCapsule named '") + name + "'");
+  }
+  return p;
+}
+
+template <typename T>
+void release_and_free(PyObject* capsule, const char* name) {
+  auto* p = static_cast<T*>(PyCapsule_GetPointer(capsule, name));
+  if (p == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  if (p->release != nullptr) p->release(p);
+  std::free(p);
+}
+
+}  // namespace
+
+Table import_capsules(nb::handle schema_capsule, nb::handle array_capsule, BufferResource& br) {
+  auto* schema = capsule_pointer<ArrowSchema>(schema_capsule, "arrow_schema");
+  auto* array = capsule_pointer<ArrowArray>(array_capsule, "arrow_array");
+  SPILLWAY_EXPECTS(schema->release != nullptr && array->release != nullptr,
+                   "an Arrow capsule that was consumed already");
+  ArrowImport imported = import_arrow(schema, array, br);  // takes ownership of both
+  const TableView v = imported.view();
+  return concat(std::span<const TableView>(&v, 1), br);  // spillway's own copy
+}
+
+nb::tuple export_capsules(const Table& table) {
+  auto* schema = static_cast<ArrowSchema*>(std::calloc(1, sizeof(ArrowSchema)));
+  auto* array = static_cast<ArrowArray*>(std::calloc(1, sizeof(ArrowArray)));
+  if (schema == nullptr || array == nullptr) {
+    std::free(schema);
+    std::free(array);
+    throw std::bad_alloc();
+  }
+  try {
+    export_arrow(table.view(), schema, array);
+  } catch (...) {
+    std::free(schema);
+    std::free(array);
+    throw;
+  }
+  nb::object s = nb::steal(PyCapsule_New(schema, "arrow_schema", [](PyObject* c) {
+    release_and_free<ArrowSchema>(c, "arrow_schema");
+  }));
+  nb::object a = nb::steal(PyCapsule_New(
+      array, "arrow_array", [](PyObject* c) { release_and_free<ArrowArray>(c, "arrow_array"); }));
+  return nb::make_tuple(s, a);
+}
+
+ArrowStreamReader::ArrowStreamReader(nb::handle stream_capsule) {
+  auto* stream = capsule_pointer<ArrowArrayStream>(stream_capsule, "arrow_array_stream");
+  SPILLWAY_EXPECTS(stream->release != nullptr, "an Arrow stream that was consumed already");
+  stream_ = *stream;  // moved out, as a consumer does
+  stream->release = nullptr;
+}
+
+ArrowStreamReader::~ArrowStreamReader() {
+  if (stream_.release != nullptr) stream_.release(&stream_);
+}
+
+void ArrowStreamReader::check(int rc, const char* what) {
+  if (rc == 0) return;
+  const char* why = stream_.get_last_error != nullptr ? stream_.get_last_error(&stream_) : nullptr;
+  SPILLWAY_FAIL(std::string("Arrow stream ") + what + " failed (" + std::to_string(rc) +
+                    "): " + (why != nullptr ? why : "no message"),
+                io_error);
+}
+
+std::optional<Table> ArrowStreamReader::next(BufferResource& br) {
+  ArrowArray array{};
+  {
+    nb::gil_scoped_release nogil;  // the producer may read a file
+    check(stream_.get_next(&stream_, &array), "get_next");
+  }
+  if (array.release == nullptr) return std::nullopt;  // the end
+  ArrowSchema schema{};  // each batch's own (a stream may give its schema again and again)
+  if (const int rc = stream_.get_schema(&stream_, &schema); rc != 0) {
+    array.release(&array);
+    check(rc, "get_schema");
+  }
+  ArrowImport imported = import_arrow(&schema, &array, br);
+  const TableView v = imported.view();
+  return concat(std::span<const TableView>(&v, 1), br);
+}
+
+nb::object ArrowStreamReader::schema() {
+  auto* schema = static_cast<ArrowSchema*>(std::calloc(1, sizeof(ArrowSchema)));
+  if (schema == nullptr) throw std::bad_alloc();
+  if (const int rc = stream_.get_schema(&stream_, schema); rc != 0) {
+    std::free(schema);
+    check(rc, "get_schema");
+  }
+  return nb::steal(PyCapsule_New(schema, "arrow_schema", [](PyObject* c) {
+    release_and_free<ArrowSchema>(c, "arrow_schema");
+  }));
+}
+
+void bind_arrow(nb::module_& m) {
+  nb::class_<Table>(m, "Table",
+                    "A host table of spillway's (int8..uint64, float32/64, bool, utf8 columns "
+                    "with validity), in and out through the Arrow PyCapsule interface.")
+      .def_prop_ro("num_rows", &Table::num_rows)
+      .def_prop_ro("num_columns", &Table::num_columns)
+      .def_prop_ro("column_names", [](const Table& t) { return t.names(); })
+      .def(
+          "__arrow_c_array__",
+          [](const Table& t, nb::handle requested_schema) {
+            SPILLWAY_EXPECTS(requested_schema.is_none(),
+                             "__arrow_c_array__: a requested schema is not supported");
+            return export_capsules(t);
+          },
+          nb::arg("requested_schema") = nb::none(),
+          "The table as a record batch: (schema capsule, array capsule).");
+  m.def(
+      "table_from_capsules",
+      [](nb::handle schema, nb::handle array, BufferResource& br) {
+        return import_capsules(schema, array, br);
+      },
+      nb::arg("schema"), nb::arg("array"), nb::arg("br"), nb::keep_alive<0, 3>(),
+      "A spillway Table copied from an Arrow record batch's capsules.");
+  m.def(
+      "pack_round_trip",
+      [](const Table& t, BufferResource& br) { return to_table(unpack(pack(t.view(), br))); },
+      nb::arg("table"), nb::arg("br"), nb::keep_alive<0, 2>(),
+      "The table packed and unpacked (the form in which the shuffle moves it).");
+  nb::class_<ArrowStreamReader>(m, "ArrowStreamReader",
+                                "Record batches, one at a time, from an Arrow stream capsule.")
+      .def(nb::init<nb::handle>(), nb::arg("stream"))
+      .def("schema", &ArrowStreamReader::schema, "The stream's schema, as a capsule.")
+      .def("next", &ArrowStreamReader::next, nb::arg("br"), nb::keep_alive<0, 2>(),
+           "The next batch as a spillway Table, or None at the end.");
+}
+
+}  // namespace spillway::python

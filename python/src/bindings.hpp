@@ -1,0 +1,16 @@
+#pragma once
+// What the parts of the extension share.
+
+#include <nanobind/nanobind.h>
+
+namespace spillway::python {
+
+namespace nb = nanobind;
+
+void bind_errors(nb::module_& m);
+void bind_memory(nb::module_& m);
+void bind_arrow(nb::module_& m);
+void bind_comm(nb::module_& m);
+void bind_shuffle(nb::module_& m);
+
+}  // namespace spillway::python

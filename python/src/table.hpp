@@ -1,0 +1,61 @@
+#pragma once
+// Tables between Python and spillway (internal to the extension): Arrow capsules in and out,
+// and the Arrow C stream interface's struct, which spillway's C++ API does not need.
+
+#include "bindings.hpp"
+
+#include <spillway/memory/buffer_resource.hpp>
+#include <spillway/table/arrow.hpp>
+#include <spillway/table/table.hpp>
+
+#include <nanobind/stl/optional.h>
+
+#include <optional>
+
+#ifndef ARROW_C_STREAM_INTERFACE
+#define ARROW_C_STREAM_INTERFACE
+extern "C" {
+// Verbatim layout from the Arrow C stream interface specification.
+struct ArrowArrayStream {
+  int (*get_schema)(struct ArrowArrayStream*, struct ArrowSchema* out);
+  int (*get_next)(struct ArrowArrayStream*, struct ArrowArray* out);
+  const char* (*get_last_error)(struct ArrowArrayStream*);
+  void (*release)(struct ArrowArrayStream*);
+  void* private_data;
+};
+}
+#endif
+
+// Table holds a std::vector of move-only columns, which std::is_copy_constructible cannot
+// tell: say so, so that nanobind moves Tables instead of copying them.
+namespace nanobind::detail {
+template <>
+struct is_copy_constructible<spillway::Table> : std::false_type {};
+}  // namespace nanobind::detail
+
+namespace spillway::python {
+
+/// A spillway copy of the record batch in two Arrow capsules (consumed).
+/// @throws spillway::logic_error for capsules of another kind or an unsupported type
+Table import_capsules(nb::handle schema_capsule, nb::handle array_capsule, BufferResource& br);
+/// The table as (schema capsule, array capsule), each released with its capsule.
+nb::tuple export_capsules(const Table& table);
+
+/// Reads an Arrow stream capsule (consumed) batch by batch.
+class ArrowStreamReader {
+ public:
+  explicit ArrowStreamReader(nb::handle stream_capsule);
+  ~ArrowStreamReader();
+  ArrowStreamReader(const ArrowStreamReader&) = delete;
+  ArrowStreamReader& operator=(const ArrowStreamReader&) = delete;
+  /// The next batch, or nullopt at the end. @throws spillway::io_error for the producer's error
+  std::optional<Table> next(BufferResource& br);
+  /// The stream's schema as an "arrow_schema" capsule.
+  nb::object schema();
+
+ private:
+  void check(int rc, const char* what);
+  ArrowArrayStream stream_{};
+};
+
+}  // namespace spillway::python

@@ -1,0 +1,31 @@
+"""The shuffle from Python over MPI: mpirun -np 2 on this machine (skipped without mpirun or
+an MPI build); what the ranks received adds up to what they sent."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import spillway
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None or not spillway._spillway.mpi_is_compiled(),
+                    reason="no mpirun, or spillway built without MPI")
+def test_two_mpi_ranks_shuffle_every_row_once():
+    script = Path(__file__).with_name("mpi_shuffle.py")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    out = subprocess.run(["mpirun", "-np", "2", "--bind-to", "none", sys.executable, str(script)],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    found = re.findall(r"rank (\d) of 2: rows (\d+) key_sum (\d+)", out.stdout)
+    assert len(found) == 2, out.stdout
+    rows = sum(int(r) for _, r, _ in found)
+    key_sum = sum(int(k) for _, _, k in found)
+    want = [(r * 104729 + i * 17) % 1000 for r in range(2) for i in range(5000)]
+    assert rows == len(want)
+    assert key_sum == sum(want)
