@@ -20,11 +20,12 @@ fi
 
 # Python side (PyPI): pyarrow, the real Arrow implementation the Arrow C Data Interface tests
 # exchange tables with; nanobind and scikit-build-core, which build the Python package; pytest
-# and polars for its tests.
+# polars, duckdb and tpchgen-cli for its tests.
 py_missing=()
-for mod in pyarrow nanobind scikit_build_core pytest polars; do
+for mod in pyarrow nanobind scikit_build_core pytest polars duckdb; do
   python3 -c "import $mod" >/dev/null 2>&1 || py_missing+=("${mod//_/-}")
 done
+command -v tpchgen-cli >/dev/null 2>&1 || py_missing+=(tpchgen-cli)
 if [ ${#py_missing[@]} -gt 0 ]; then
   echo "install-deps: pip install ${py_missing[*]}"
   python3 -m pip install --quiet --disable-pip-version-check "${py_missing[@]}" ||

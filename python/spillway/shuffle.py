@@ -28,33 +28,93 @@ def _spillway_usage(message: str):
     return UsageError(message)
 
 
+def _in_slices(data: Any, rows: int) -> Any:
+    """A pyarrow Table or RecordBatch as a stream of batches of at most `rows` rows, so that
+    spillway copies and partitions a slice at a time (its memory limit then bounds each
+    step, not the whole input); anything else as it is."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return data
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    if isinstance(data, pa.Table):
+        return pa.RecordBatchReader.from_batches(data.schema, data.to_batches(max_chunksize=rows))
+    return data
+
+
 def shuffle(data: Any, keys: Sequence[int | str], comm: _spillway.Communicator,
             br: _spillway.BufferResource, partitions: int | None = None, op_id: int = 0,
-            ) -> Iterator[tuple[int, Any]]:
+            batch_rows: int = 65536) -> Iterator[tuple[int, Any]]:
     """Shuffles `data` (anything with __arrow_c_stream__ or __arrow_c_array__; a stream is
     inserted batch by batch) between the ranks of `comm`: rows go to the owner of the hash of
     their key columns (names or indices) modulo `partitions` (default: one per rank). Yields
     (partition, pyarrow.Table) for this rank's partitions as they complete. Every rank must
-    call it with the same keys, partitions and op_id. Waits raise CommError after
-    comm.timeout seconds without progress; Ctrl-C raises KeyboardInterrupt."""
-    import pyarrow as pa
-    total = comm.nranks if partitions is None else int(partitions)
-    s = _spillway.Shuffler(comm, op_id, total, br)
+    call it with the same keys, partitions and op_id. A pyarrow table goes in slices of
+    `batch_rows` rows. Waits raise CommError after comm.timeout seconds without progress;
+    Ctrl-C raises KeyboardInterrupt."""
+    for pid, (table,) in shuffle_together([(data, keys)], comm, br, partitions, op_id,
+                                          batch_rows):
+        yield pid, table
+
+
+def _insert(s: _spillway.Shuffler, data: Any, keys: Sequence[int | str],
+            br: _spillway.BufferResource, batch_rows: int):
+    """Inserts every batch of `data`; returns its schema (None for no columns)."""
     schema = None
-    for batch in batches(data, br):
+    key_columns: list[int] = []
+    for batch in batches(_in_slices(data, batch_rows), br):
         if schema is None:
             schema = to_arrow(batch).schema if batch.num_columns else None
             key_columns = _key_indices(keys, batch.column_names)
         if batch.num_rows:
             s.insert(batch, key_columns)
+        del batch  # its copy is freed before the next batch is read
     s.insert_finished()
-    while not s.finished:
+    return schema
+
+
+def shuffle_together(inputs: Sequence[tuple[Any, Sequence[int | str]]],
+                     comm: _spillway.Communicator, br: _spillway.BufferResource,
+                     partitions: int | None = None, op_id: int = 0, batch_rows: int = 65536,
+                     ) -> Iterator[tuple[int, tuple[Any, ...]]]:
+    """Shuffles several tables into the same partitions at once (the two sides of a join: rows
+    with equal keys meet in one partition) and yields (partition, (table of each input, ...))
+    once a partition has arrived from every input. The others wait where they landed, spillable,
+    so that only the partition being handed over is in memory: a join of each partition in
+    turn runs in bounded memory. Op ids op_id .. op_id + len(inputs) - 1 are used."""
+    import pyarrow as pa
+    total = comm.nranks if partitions is None else int(partitions)
+    shufflers = [_spillway.Shuffler(comm, op_id + i, total, br) for i in range(len(inputs))]
+    schemas = [_insert(s, data, keys, br, batch_rows) for s, (data, keys) in zip(shufflers, inputs)]
+    arrived: list[set[int]] = [set() for _ in shufflers]  # handed out, not yet extracted
+    polled = [0] * len(shufflers)  # partitions each shuffler has handed out so far
+    local = shufflers[0].local_partitions if shufflers else []
+    for _ in local:
         deadline = time.monotonic() + comm.timeout
-        while (pid := s.poll(_POLL_SECONDS)) is None:
-            if time.monotonic() > deadline:
-                s.wait_any(0.001)  # raises the CommError that says what is missing
-        part = s.extract(pid)
-        if part.num_columns == 0:  # no rank had rows for it
-            yield pid, (schema.empty_table() if schema is not None else pa.table({}))
-        else:
-            yield pid, to_arrow(part)
+        while not (ready := set.intersection(*arrived)):
+            progressed = False
+            for i, s in enumerate(shufflers):
+                if polled[i] == len(local):
+                    continue
+                if time.monotonic() > deadline:
+                    got = s.wait_any(0.001)  # a partition, or the CommError saying what is missing
+                else:
+                    got = s.poll(_POLL_SECONDS / len(shufflers))
+                if got is not None:
+                    arrived[i].add(got)
+                    polled[i] += 1
+                    progressed = True
+            if progressed:
+                deadline = time.monotonic() + comm.timeout
+        pid = min(ready)
+        tables = []
+        for s, got, schema in zip(shufflers, arrived, schemas):
+            got.discard(pid)
+            part = s.extract(pid)
+            if part.num_columns == 0:  # no rank had rows for it
+                tables.append(schema.empty_table() if schema is not None else pa.table({}))
+            else:
+                tables.append(to_arrow(part))
+            del part  # spillway's copy goes before the next partition is unpacked
+        yield pid, tuple(tables)

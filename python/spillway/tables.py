@@ -18,9 +18,13 @@ def batches(data: Any, br: _spillway.BufferResource) -> Iterator[_spillway.Table
     elif hasattr(data, "__arrow_c_stream__"):
         reader = _spillway.ArrowStreamReader(data.__arrow_c_stream__())
         empty = True
-        while (batch := reader.next(br)) is not None:
+        while True:
+            batch = reader.next(br)
+            if batch is None:
+                break
             empty = False
             yield batch
+            del batch  # before the next one is read: one batch at a time in memory
         if empty:  # no batch at all: a table of no rows, with the stream's columns
             import pyarrow as pa
             schema = pa.Schema._import_from_c_capsule(reader.schema())
