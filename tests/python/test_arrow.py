@@ -83,3 +83,14 @@ def test_large_strings_and_string_views_come_in_as_utf8(br, string_type):
     back = spillway.to_arrow(spillway.from_arrow(t.slice(1), br))
     assert back.column("s").type == pa.string()
     assert back.column("s").to_pylist() == values[1:]
+
+
+def test_duckdb_results_go_in():
+    duckdb = pytest.importorskip("duckdb")
+    br = spillway.BufferResource(use_gpu=False)
+    rel = duckdb.sql("SELECT range AS i, (range * 2.5)::DOUBLE AS f, 'r' || range::VARCHAR AS s "
+                     "FROM range(1000)")
+    back = spillway.to_arrow(spillway.from_arrow(rel, br))
+    assert back.num_rows == 1000
+    assert back.column("s").to_pylist()[:3] == ["r0", "r1", "r2"]
+    assert sum(back.column("i").to_pylist()) == sum(range(1000))
