@@ -28,6 +28,14 @@ void set_limit(BufferResourceConfig& c, MemoryType t, const LimitArg& arg, const
   }
 }
 
+/// A method of a tier named as Python passes it ("HOST"), from one of a MemoryType.
+template <typename F>
+auto per_tier(F fn) {
+  return [fn](const BufferResource& br, const std::string& tier) {
+    return fn(br, parse_memory_type(tier));
+  };
+}
+
 }  // namespace
 
 void bind_memory(nb::module_& m) {
@@ -56,30 +64,15 @@ void bind_memory(nb::module_& m) {
           "Limits take bytes, '4GiB', '80%' or 'unlimited'; None keeps the SPILLWAY_* setting. "
           "use_gpu=False leaves out the GPU tiers. spill_injection: the probability that a "
           "reservation spills first (tests).")
-      .def(
-          "limit",
-          [](const BufferResource& br, const std::string& tier) {
-            return br.limit(parse_memory_type(tier));
-          },
-          nb::arg("tier"), "A tier's limit in bytes ('DEVICE', 'PINNED_HOST', 'HOST', 'DISK').")
-      .def(
-          "used",
-          [](const BufferResource& br, const std::string& tier) {
-            return br.used(parse_memory_type(tier));
-          },
-          nb::arg("tier"), "Bytes reserved or allocated in a tier now.")
-      .def(
-          "peak",
-          [](const BufferResource& br, const std::string& tier) {
-            return br.peak(parse_memory_type(tier));
-          },
-          nb::arg("tier"), "The most bytes the tier held at once.")
-      .def(
-          "is_live",
-          [](const BufferResource& br, const std::string& tier) {
-            return br.is_live(parse_memory_type(tier));
-          },
-          nb::arg("tier"), "Whether the tier exists here (no GPU tiers without a GPU).")
+      .def("limit", per_tier([](const BufferResource& br, MemoryType t) { return br.limit(t); }),
+           nb::arg("tier"), "A tier's limit in bytes ('DEVICE', 'PINNED_HOST', 'HOST', 'DISK').")
+      .def("used", per_tier([](const BufferResource& br, MemoryType t) { return br.used(t); }),
+           nb::arg("tier"), "Bytes reserved or allocated in a tier now.")
+      .def("peak", per_tier([](const BufferResource& br, MemoryType t) { return br.peak(t); }),
+           nb::arg("tier"), "The most bytes the tier held at once.")
+      .def("is_live",
+           per_tier([](const BufferResource& br, MemoryType t) { return br.is_live(t); }),
+           nb::arg("tier"), "Whether the tier exists here (no GPU tiers without a GPU).")
       .def("usage", &BufferResource::usage, "'DEVICE 1.00 GiB/2.00 GiB, ...'")
       .def(
           "statistics",
