@@ -70,6 +70,7 @@ std::unique_ptr<Buffer> BufferResource::copy_to_disk(const Buffer& src, MemoryRe
     spill_files_.write(e, 0, src.data(), n);
     return dst;
   }
+  if (n == 0) return dst;  // nothing to stage
   const Staging stage = disk_staging(n, stream);
   if (src.mem_type() == MemoryType::DISK) {  // piece by piece through the staging
     for (std::size_t at = 0; at < n; at += stage.piece) {
@@ -95,6 +96,7 @@ void BufferResource::copy_from_disk(const Buffer& src, Buffer& dst, Stream strea
     spill_files_.read(*src.extent_, 0, dst.data(), n);
     return;
   }
+  if (n == 0) return;
   activate_device();
   const Staging stage = disk_staging(n, stream);
   io::staged_read_to_device(

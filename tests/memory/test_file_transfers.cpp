@@ -93,6 +93,17 @@ TEST(FileTransfers, DeviceToDiskSpillAndBackStaysWithinSmallPinnedAndHostLimits)
   EXPECT_EQ(test::check_pattern(bytes.data(), n, 22), n);
 }
 
+TEST(FileTransfers, AnEmptyDeviceBufferGoesToDiskAndBackWithoutStaging) {
+  test::TempDir dir;
+  BufferResource br(tight(dir.path(), 64 * KiB));  // no room for any staging
+  SPILLWAY_SKIP_UNLESS_LIVE(br, MemoryType::DEVICE);
+  auto on_disk = br.move(br.allocate(MemoryType::DEVICE, 0), MemoryType::DISK);
+  EXPECT_EQ(on_disk->size(), 0u);
+  auto back = br.move(std::move(on_disk), MemoryType::DEVICE);
+  EXPECT_EQ(back->mem_type(), MemoryType::DEVICE);
+  EXPECT_EQ(back->size(), 0u);
+}
+
 TEST(FileTransfers, StagingThatCannotFitNamesTheStep) {
   test::TempDir dir;
   BufferResource br(tight(dir.path(), 64 * KiB));  // below two 64 KiB spill pieces
