@@ -308,7 +308,8 @@ class Bench {
       br_.stream().synchronize();
       cuda::memset_device(sums->data(), 0, sums->size());
     }
-    std::vector<Table> kept;  // the output partitions, without -s
+    std::vector<Table> kept;          // the output partitions, without -s (GPU)
+    SpillableStore kept_packed(br_);  // ... and on the CPU under a limit, packed and spillable
     // On the CPU the input tables are made before the timed part: ranks share the cores
     // there, so time taken out of one rank's run while it makes its input would still hold
     // the other ranks' and the progress threads' shuffle work (a run under a limit then
@@ -393,19 +394,31 @@ class Bench {
         const PartID pid = shuffler.wait_any(comm_.timeout());
         timeline.host("partition " + std::to_string(pid) + " complete");
         auto parts = shuffler.extract(pid);
+        if (!gpu_ && !unlimited) {
+          // Under a limit on the CPU: each chunk is checksummed as it is and, without -s, kept
+          // packed in a spillable store instead of concatenated, so a rank's output may be
+          // many times its limit (down to disk) with one chunk at a time in host memory.
+          for (PackedData& chunk : parts) {
+            if (!is_host_accessible(chunk.payload->mem_type())) {
+              chunk.payload = br_.move(std::move(chunk.payload), MemoryType::HOST);
+            }
+            const auto t = Clock::now();
+            r.out[pid] += checksum_of(chunk);
+            r.excluded += since(t);
+            if (!o_.discard) kept_packed.insert(std::move(chunk.payload));
+          }
+          timeline.host("partition " + std::to_string(pid) + " summed");
+          continue;
+        }
         Table out = gpu_ ? gpu::unpack_and_concat(std::move(parts), br_, br_.stream())
                          : unpack_and_concat(std::move(parts), br_);
         timeline.gpu("partition " + std::to_string(pid) + " concatenated");
         if (gpu_) {
           gpu::add_checksum(out.view(), *sums, pid, br_, br_.stream());
           timeline.gpu("partition " + std::to_string(pid) + " summed");
-        } else if (unlimited) {  // summed after the timed part
+        } else {  // unlimited: summed after the timed part
           to_check.emplace_back(pid, std::move(out));
           continue;
-        } else {
-          const auto t = Clock::now();
-          r.out[pid] += checksum_of(out.view());
-          r.excluded += since(t);
         }
         if (!o_.discard) kept.push_back(std::move(out));
       }
