@@ -83,10 +83,7 @@ Options parse(int argc, char** argv) {
     } else if (a == "-h" || a == "--help") {
       usage("");
     } else if (a == "-C") {
-      o.comm = value(i);
-      if (o.comm != "local" && o.comm != "mpi" && o.comm != "single") {
-        usage("-C takes local, mpi or single, got '" + o.comm + "'");
-      }
+      o.comm = cli::rank_kind(argc, argv, i, usage);
     } else if (a == "--ranks") {
       o.ranks = static_cast<int>(number(i, 1, 4096));
       ranks_given = true;

@@ -2,6 +2,8 @@
 // Helpers shared by the command-line tools. The flag readers report a bad flag through the
 // tool's own `usage(error)`, which prints the message and the usage and exits with code 2.
 
+#include <spillway/comm/launch.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -26,6 +28,17 @@ using Usage = void (*)(const std::string& error);
 inline std::string value(int argc, char** argv, int& i, Usage usage) {
   if (i + 1 >= argc) usage(std::string(argv[i]) + " needs a value");
   return argv[++i];
+}
+
+/// The kind of ranks after -C (argv[i]): local, mpi or single (parse_rank_kind's words).
+inline std::string rank_kind(int argc, char** argv, int& i, Usage usage) {
+  const std::string v = value(argc, argv, i, usage);
+  try {
+    (void)parse_rank_kind(v);
+  } catch (const std::exception& e) {
+    usage(std::string("-C: ") + e.what());
+  }
+  return v;
 }
 
 /// The whole number after flag argv[i], within [min, max].
