@@ -7,6 +7,7 @@ import threading
 from typing import Any, Callable
 
 from . import _spillway
+from .errors import CommError, UsageError
 
 
 def local(nranks: int, fn: Callable[..., Any], *args: Any, timeout: float | None = None,
@@ -16,7 +17,6 @@ def local(nranks: int, fn: Callable[..., Any], *args: Any, timeout: float | None
     the group, so that its peers' waits on it raise CommError instead of hanging; then the
     first rank's exception is raised here (the others chained)."""
     if nranks < 1:
-        from .errors import UsageError
         raise UsageError(f"local ranks: {nranks} (at least 1)")
     comms = _spillway.local_communicators(nranks)
     results: list[Any] = [None] * nranks
@@ -49,7 +49,6 @@ def local(nranks: int, fn: Callable[..., Any], *args: Any, timeout: float | None
     failed = [e for e in errors if e is not None]
     if failed:
         # The root cause first: a rank's own error rather than its peers' CommErrors.
-        from .errors import CommError
         failed.sort(key=lambda e: isinstance(e, CommError))
         raise failed[0]
     return results
@@ -63,7 +62,6 @@ def mpi(br: _spillway.BufferResource) -> _spillway.Communicator:
     finalized at exit: drop the communicators (and Shufflers) before then."""
     global _finalize_registered
     if not _spillway.mpi_is_compiled():
-        from .errors import UsageError
         raise UsageError("spillway was built without MPI")
     comm = _spillway.mpi_communicator(br)
     if not _finalize_registered:

@@ -6,6 +6,7 @@ import time
 from typing import Any, Iterator, Sequence
 
 from . import _spillway
+from .errors import UsageError
 from .tables import batches, to_arrow
 
 _POLL_SECONDS = 0.1  # the slices a wait is made of, so that Ctrl-C is seen between them
@@ -16,16 +17,11 @@ def _key_indices(keys: Sequence[int | str], names: Sequence[str]) -> list[int]:
     for k in keys:
         if isinstance(k, str):
             if k not in names:
-                raise _spillway_usage(f"key column {k!r} is not one of {list(names)}")
+                raise UsageError(f"key column {k!r} is not one of {list(names)}")
             out.append(list(names).index(k))
         else:
             out.append(int(k))
     return out
-
-
-def _spillway_usage(message: str):
-    from .errors import UsageError
-    return UsageError(message)
 
 
 def _in_slices(data: Any, rows: int) -> Any:

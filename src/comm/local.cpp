@@ -215,20 +215,20 @@ std::unique_ptr<Communicator> make_single_communicator() {
 }
 
 LocalCommunicator::LocalCommunicator(std::shared_ptr<detail::LocalHub> hub, Rank rank)
-    : Communicator(rank, hub->nranks), hub_{std::move(hub)}, rank_{rank} {}
+    : Communicator(rank, hub->nranks), hub_{std::move(hub)} {}
 
 LocalCommunicator::~LocalCommunicator() {
   leave();
 }
 
 void LocalCommunicator::leave() noexcept {
-  hub_->gone[static_cast<std::size_t>(rank_)].store(true);
+  hub_->gone[static_cast<std::size_t>(rank())].store(true);
   hub_->cv.notify_all();
 }
 
 std::unique_ptr<Future> LocalCommunicator::do_send(std::unique_ptr<Buffer> buffer, Rank dst,
                                                    Tag tag) {
-  auto req = std::make_shared<detail::LocalRequest>(true, rank_, dst, tag, buffer.get(), hub_);
+  auto req = std::make_shared<detail::LocalRequest>(true, rank(), dst, tag, buffer.get(), hub_);
   if (buffer->mem_type() != MemoryType::HOST) {  // the copy waits for writes queued on its stream
     buffer->wait();
     req->ready.record(buffer->stream());
@@ -238,7 +238,7 @@ std::unique_ptr<Future> LocalCommunicator::do_send(std::unique_ptr<Buffer> buffe
 
 std::unique_ptr<Future> LocalCommunicator::do_recv(Rank src, Tag tag,
                                                    std::unique_ptr<Buffer> buffer) {
-  auto req = std::make_shared<detail::LocalRequest>(false, rank_, src, tag, buffer.get(), hub_);
+  auto req = std::make_shared<detail::LocalRequest>(false, rank(), src, tag, buffer.get(), hub_);
   if (buffer->mem_type() != MemoryType::HOST) req->ready.record(buffer->stream());  // allocation
   return post(std::move(req), std::move(buffer));
 }
@@ -247,13 +247,13 @@ std::unique_ptr<Future> LocalCommunicator::post(std::shared_ptr<detail::LocalReq
                                                 std::unique_ptr<Buffer> buffer) {
   // A send looks for a posted receive of its destination, a receive for a pending send to
   // this rank; unmatched, each waits in its own queue of the receiving rank.
-  const auto receiver = static_cast<std::size_t>(req->is_send ? req->peer : rank_);
+  const auto receiver = static_cast<std::size_t>(req->is_send ? req->peer : rank());
   auto& matches = req->is_send ? hub_->posted[receiver] : hub_->pending[receiver];
   auto& queue = req->is_send ? hub_->pending[receiver] : hub_->posted[receiver];
   std::shared_ptr<detail::LocalRequest> match;
   {
     std::lock_guard lock(hub_->mutex);
-    match = detail::take(matches, req->is_send ? rank_ : req->peer, req->tag, !req->is_send);
+    match = detail::take(matches, req->is_send ? rank() : req->peer, req->tag, !req->is_send);
     if (match) {
       // Claimed under the lock, so that neither side reports the peer gone meanwhile.
       req->state.store(detail::LocalRequest::matched);
@@ -270,12 +270,12 @@ std::unique_ptr<Future> LocalCommunicator::post(std::shared_ptr<detail::LocalReq
 
 void LocalCommunicator::do_send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) {
   std::lock_guard lock(hub_->mutex);
-  hub_->messages[static_cast<std::size_t>(dst)].emplace_back(tag, Message{rank_, std::move(data)});
+  hub_->messages[static_cast<std::size_t>(dst)].emplace_back(tag, Message{rank(), std::move(data)});
 }
 
 std::optional<Message> LocalCommunicator::do_recv_any(Tag tag) {
   std::lock_guard lock(hub_->mutex);
-  auto& q = hub_->messages[static_cast<std::size_t>(rank_)];
+  auto& q = hub_->messages[static_cast<std::size_t>(rank())];
   for (auto it = q.begin(); it != q.end(); ++it) {
     if (it->first == tag) {
       Message m = std::move(it->second);

@@ -46,7 +46,6 @@ class LocalCommunicator final : public Communicator {
                                std::unique_ptr<Buffer> buffer);
 
   std::shared_ptr<detail::LocalHub> hub_;
-  Rank rank_;  // (also the base's rank(); kept for the code that indexes the hub with it)
 };
 
 }  // namespace spillway
