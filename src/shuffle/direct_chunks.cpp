@@ -131,7 +131,7 @@ void Shuffler::Impl::complete_direct() {
     {
       std::lock_guard lock(mutex);
       incoming[it->first].push_back({detail::encode(d.layout), key});
-      received[it->first] += d.sources.size();
+      arrived(it->first, d.sources.size());
       it = direct.erase(it);
     }
     ++moved;

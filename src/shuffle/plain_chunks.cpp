@@ -113,7 +113,7 @@ void Shuffler::Impl::complete_transfers() {
     {
       std::lock_guard lock(mutex);
       incoming[it->pid].push_back({std::move(it->metadata), key});
-      ++received[it->pid];
+      arrived(it->pid, 1);
     }
     ++moved;
     cv.notify_all();

@@ -48,9 +48,8 @@ void Shuffler::Impl::read_finishes() {
     for (const auto& [pid, c] : f.counts) expected[pid] += c;
     for (auto& [pid, l] : layouts) direct[pid].sources.emplace_back(msg->source, std::move(l));
     direct_groups[static_cast<std::size_t>(msg->source)] = f.direct_groups;
-    ++finishes;
+    finish_counted();
     ++moved;
-    cv.notify_all();
   }
 }
 
@@ -77,11 +76,8 @@ ProgressThread::Progress Shuffler::Impl::progress() {
     std::lock_guard lock(mutex);
     if (!inserts_done || !outgoing.empty() || !sends.empty() || !receives.empty() ||
         !deferred.empty() || finishes != n || !direct_out.empty() || !direct_sends.empty() ||
-        !direct.empty()) {
+        !direct.empty() || incomplete != 0) {
       return idle_or_busy(moved_before);
-    }
-    for (PartID pid : local) {
-      if (!complete(pid)) return idle_or_busy(moved_before);
     }
     progress_done = true;
     cv.notify_all();
@@ -115,7 +111,7 @@ Shuffler::~Shuffler() {
     // was handed out; not when the shuffle was abandoned (a wait_any that timed out, an
     // error of the caller's) or failed, which would cost a second timeout.
     std::unique_lock lock(impl_->mutex);
-    if (impl_->inserts_done && impl_->handed_out.size() == impl_->local.size()) {
+    if (impl_->inserts_done && impl_->handed_out == impl_->local.size()) {
       impl_->cv.wait_for(lock, impl_->comm.timeout(),
                          [&] { return impl_->progress_done || impl_->error != nullptr; });
     }
@@ -150,7 +146,7 @@ void Shuffler::insert(std::unordered_map<PartID, PackedData>&& chunks) {
     if (dst == s.me) {  // stays here
       const auto key = s.incoming_store.insert(std::move(data.payload));
       s.incoming[pid].push_back({std::move(data.metadata), key});
-      ++s.received[pid];
+      s.arrived(pid, 1);
     } else {
       const std::size_t bytes = data.payload->size();
       const auto key = s.outgoing_store.insert(std::move(data.payload));
@@ -199,8 +195,7 @@ void Shuffler::Impl::finish(std::map<PartID, DirectChunk> chunks, std::uint32_t 
       msgs[r].counts.emplace_back(pid, it == sent[r].end() ? 0 : it->second);
     }
     for (const auto& [pid, c] : msgs[static_cast<std::size_t>(me)].counts) expected[pid] += c;
-    ++finishes;
-    cv.notify_all();
+    finish_counted();
   }
   for (Rank r = 0; r < n; ++r) {
     if (r == me) continue;
@@ -366,13 +361,15 @@ std::optional<PartID> Shuffler::try_wait_any(std::chrono::milliseconds timeout) 
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (s.error) std::rethrow_exception(s.error);
-    SPILLWAY_EXPECTS(s.handed_out.size() < s.local.size(),
+    SPILLWAY_EXPECTS(s.handed_out < s.local.size(),
                      "wait_any: every local partition was returned already");
-    for (PartID pid : s.local) {
-      if (s.handed_out.count(pid) == 0 && s.complete(pid)) {
-        s.handed_out.insert(pid);
-        return pid;
-      }
+    while (!s.ready.empty()) {
+      const PartID pid = s.ready.front();
+      s.ready.pop_front();
+      if (s.handed[pid]) continue;  // extract() took it first
+      s.handed[pid] = 1;
+      ++s.handed_out;
+      return pid;
     }
     if (s.cv.wait_until(lock, deadline) == std::cv_status::timeout) return std::nullopt;
   }
@@ -398,12 +395,16 @@ std::vector<PackedData> Shuffler::extract(PartID pid) {
     std::lock_guard lock(s.mutex);
     SPILLWAY_EXPECTS(pid < s.total && s.owner_of[pid] == s.me,
                      "extract: partition " + std::to_string(pid) + " is not local");
-    SPILLWAY_EXPECTS(s.extracted.count(pid) == 0,
+    SPILLWAY_EXPECTS(!s.extracted[pid],
                      "extract: partition " + std::to_string(pid) + " was extracted already");
     SPILLWAY_EXPECTS(s.complete(pid),
                      "extract: partition " + std::to_string(pid) + " is not complete yet");
-    s.extracted.insert(pid);
-    s.handed_out.insert(pid);
+    s.extracted[pid] = 1;
+    ++s.extracted_count;
+    if (!s.handed[pid]) {
+      s.handed[pid] = 1;
+      ++s.handed_out;
+    }
     if (auto it = s.incoming.find(pid); it != s.incoming.end()) {
       parts = std::move(it->second);
       s.incoming.erase(it);
@@ -423,7 +424,7 @@ const std::vector<PartID>& Shuffler::local_partitions() const noexcept {
 
 bool Shuffler::finished() const {
   std::lock_guard lock(impl_->mutex);
-  return impl_->extracted.size() == impl_->local.size();
+  return impl_->extracted_count == impl_->local.size();
 }
 
 }  // namespace spillway

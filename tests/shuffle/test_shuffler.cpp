@@ -17,6 +17,7 @@
 
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <thread>
 
 using namespace spillway;
@@ -29,6 +30,7 @@ struct Setup {
   double skew{0};
   OpID shuffles{1};  // concurrent shuffles per rank
   test::Feed feed{test::Feed::streaming};
+  test::Shape shape{};
 };
 
 /// Runs rank(comm, br) on `nranks` local ranks (run_ranks), each with a BufferResource of
@@ -74,7 +76,8 @@ void run(const Setup& setup) {
     for (OpID op = 1; op <= setup.shuffles; ++op) {
       ops.emplace_back([&, op] {
         try {
-          const auto [in, out] = test::shuffle_rank(comm, br, setup.skew, op, setup.feed);
+          const auto [in, out] =
+              test::shuffle_rank(comm, br, setup.skew, op, setup.feed, setup.shape);
           std::lock_guard lock(m);
           in_sum += in;
           out_sum += out;
@@ -126,6 +129,15 @@ TEST_P(ShuffleRanks, DirectRowRangesOfTheInputTable) {
 
 TEST_P(ShuffleRanks, ATableHashedByTheShuffler) {
   run({GetParam(), 0.5, 0.5, 1, test::Feed::hashed_table});
+}
+
+// Many partitions, most of them empty (200 distinct keys): each is handed out once, with
+// streaming and direct chunks (waiting was a scan of every local partition per call: 20000
+// partitions took 13 s; bench/results/2026-12-01-many-partitions.md).
+TEST_P(ShuffleRanks, TwentyThousandPartitions) {
+  const test::Shape shape{.rows = 20000, .partitions = 20000};
+  run({.nranks = GetParam(), .shape = shape});
+  run({.nranks = GetParam(), .feed = test::Feed::direct_chunks, .shape = shape});
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ShuffleRanks, ::testing::Values(1, 2, 3, 4),
@@ -335,6 +347,27 @@ TEST(Shuffler, IncomingChunksWaitUntilTheRankJoins) {
     EXPECT_EQ(checksum(unpack(std::move(chunks[0])).view()), sent);
   }
   peer.join();
+}
+
+// A partition taken by extract() without waiting is not handed out again by wait_any, which
+// returns the others once each, then refuses.
+TEST(Shuffler, AnExtractedPartitionIsNotWaitedForAgain) {
+  test::TempDir dir;
+  auto comms = LocalCommunicator::create(1);
+  BufferResource br(test::host_config(dir.path()));
+  const Table table = random_int32_table(3000, 2, 0, 1000, 3, br);
+  Shuffler s(*comms[0], 1, 4, br);
+  auto packed = partition_and_pack(table.view(), std::vector<std::size_t>{0}, 4, br, 7);
+  std::unordered_map<PartID, PackedData> chunks;
+  for (PartID pid = 0; pid < 4; ++pid) chunks.emplace(pid, std::move(packed[pid]));
+  s.insert(std::move(chunks));  // kept here, as they arrive: complete at insert_finished
+  s.insert_finished();
+  (void)s.extract(2);
+  std::set<PartID> seen;
+  for (int i = 0; i < 3; ++i) seen.insert(s.wait_any(std::chrono::seconds(5)));
+  EXPECT_EQ(seen, (std::set<PartID>{0, 1, 3}));
+  EXPECT_THROW((void)s.wait_any(std::chrono::milliseconds(1)), logic_error);
+  EXPECT_THROW((void)s.extract(2), logic_error);
 }
 
 TEST(Shuffler, APeerThatNeverFinishesTimesOut) {

@@ -97,6 +97,10 @@ struct Shuffler::Impl {
       owner_of[pid] = r;
       if (r == me) local.push_back(pid);
     }
+    for (auto* v : {&queued, &handed, &extracted}) v->assign(total, 0);
+    received.assign(total, 0);
+    expected.assign(total, 0);
+    incomplete = local.size();
   }
 
   [[nodiscard]] Tag tag(std::uint8_t stage) const { return Tag{op, stage, generation}; }
@@ -106,10 +110,30 @@ struct Shuffler::Impl {
 
   /// Under `mutex`.
   [[nodiscard]] bool complete(PartID pid) const {
-    if (finishes != n) return false;
-    const auto e = expected.find(pid);
-    const auto r = received.find(pid);
-    return (e == expected.end() ? 0 : e->second) == (r == received.end() ? 0 : r->second);
+    return finishes == n && expected[pid] == received[pid];
+  }
+
+  /// Under `mutex`: `chunks` more chunks of local partition `pid` arrived.
+  void arrived(PartID pid, std::uint64_t chunks) {
+    received[pid] += chunks;
+    queue_if_complete(pid);
+  }
+  /// Under `mutex`: one more rank's finish message was counted (every local partition's
+  /// total is known once all have been).
+  void finish_counted() {
+    if (++finishes == n) {
+      for (PartID pid : local) queue_if_complete(pid);
+    }
+    cv.notify_all();
+  }
+  /// Under `mutex`: queues `pid` for wait_any the first time it is complete, so that waiting
+  /// and the progress function's end test cost constant time per partition (not a scan of
+  /// every local partition per call).
+  void queue_if_complete(PartID pid) {
+    if (queued[pid] || !complete(pid)) return;
+    queued[pid] = 1;
+    ready.push_back(pid);
+    --incomplete;
   }
 
   /// Under `mutex`: "; partition 3: 2 of 4 chunks, ..." for the incomplete local partitions
@@ -118,13 +142,8 @@ struct Shuffler::Impl {
     std::string out;
     for (PartID pid : local) {
       if (complete(pid) || out.size() > 200) continue;
-      const auto e = expected.find(pid);
-      const auto r = received.find(pid);
-      out += "; partition " + std::to_string(pid) + ": " +
-             std::to_string(r == received.end() ? 0 : r->second);
-      out += finishes == n
-                 ? " of " + std::to_string(e == expected.end() ? 0 : e->second) + " chunks"
-                 : " chunks so far";
+      out += "; partition " + std::to_string(pid) + ": " + std::to_string(received[pid]);
+      out += finishes == n ? " of " + std::to_string(expected[pid]) + " chunks" : " chunks so far";
     }
     return out;
   }
@@ -195,12 +214,19 @@ struct Shuffler::Impl {
   std::condition_variable cv;
   std::deque<Outgoing> outgoing;
   std::map<PartID, std::vector<Incoming>> incoming;
-  std::map<PartID, std::uint64_t> received;  // chunks arrived, per local partition
-  std::map<PartID, std::uint64_t> expected;  // chunks sent to us, summed over finish messages
-  int finishes{0};                           // finish messages seen (our own included)
+  // Per partition (only local ones used): chunks arrived, chunks sent to us (summed over finish
+  // messages), queued in `ready` once complete, returned by wait_any or extracted, extracted.
+  std::vector<std::uint64_t> received;
+  std::vector<std::uint64_t> expected;
+  std::vector<std::uint8_t> queued;
+  std::vector<std::uint8_t> handed;
+  std::vector<std::uint8_t> extracted;
+  std::deque<PartID> ready;        // complete, in completion order; wait_any pops
+  std::size_t incomplete{0};       // local partitions not complete yet
+  std::size_t handed_out{0};       // local partitions `handed`
+  std::size_t extracted_count{0};  // local partitions extracted
+  int finishes{0};                 // finish messages seen (our own included)
   std::vector<std::map<PartID, std::uint64_t>> sent;  // per destination rank
-  std::set<PartID> handed_out;
-  std::set<PartID> extracted;
   bool joined{false};  // insert() or insert_finished() was called: receives may be posted
   bool inserts_done{false};
   bool progress_done{false};  // every chunk sent and every local partition complete
