@@ -1,8 +1,10 @@
 // Google Benchmark for the table layer on the GPU: split_and_pack, partition_and_pack (with
-// hashing) and hash_partition of 10 int32 columns (1.25 GiB) on one GPU. Each figure is printed
-// beside the device copy ceiling measured in the same run (cudaMemcpyAsync device to device of
-// the same bytes, counting bytes read + written), as `fraction`; `peak_extra` is the device
-// memory the operation allocated at its peak (outputs and scratch) over the input size.
+// hashing) and hash_partition of 10 int32 columns (1.25 GiB) on one GPU, and partition_and_pack
+// of other tables of 40 bytes a row (0.31 GiB): an int64 key, a string column, Zipf(1.2) keys.
+// Each figure is printed beside the device copy ceiling measured in the same run
+// (cudaMemcpyAsync device to device of the same bytes, counting bytes read + written), as
+// `fraction`; `peak_extra` is the device memory the operation allocated at its peak (outputs
+// and scratch) over the input size.
 #include <spillway/spillway.hpp>
 #include <spillway/table/generator.hpp>
 #include <spillway/table/gpu.hpp>
@@ -11,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <vector>
 
 using namespace spillway;
@@ -19,6 +22,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+/// The tables: 10 int32 columns, and the variants (each 2^23 rows of about 40 bytes).
+enum class Input { int32x10, int64_key, with_string, zipf };
+
 struct Fixture {
   BufferResource br{config()};
   OwningStream stream;
@@ -26,7 +32,7 @@ struct Fixture {
   std::size_t bytes;
   double ceiling_tbps;  // device copy, read + write
 
-  Fixture() : table(make(br, stream)), bytes{table.view().total_bytes()} {
+  explicit Fixture(Input in) : table(make(in, br, stream)), bytes{table.view().total_bytes()} {
     ceiling_tbps = copy_tbps();
   }
   static BufferResourceConfig config() {
@@ -34,10 +40,27 @@ struct Fixture {
     c.device_allocator = DeviceAllocator::pool;  // as the shuffle benchmark's -m pool
     return c;
   }
-  static Table make(BufferResource& br, Stream stream) {
+  static Table make(Input in, BufferResource& br, Stream stream) {
     RandomTableOptions o;
-    o.rows = std::size_t{1} << 25;  // 32 Mi rows x 10 int32 = 1.25 GiB
+    o.rows = std::size_t{1} << 23;
     o.types = std::vector<TypeId>(10, TypeId::INT32);
+    switch (in) {
+      case Input::int32x10:
+        o.rows = std::size_t{1} << 25;  // 32 Mi rows x 10 int32 = 1.25 GiB
+        break;
+      case Input::int64_key:  // 8 + 8 x 4 bytes
+        o.types = std::vector<TypeId>(9, TypeId::INT32);
+        o.types[0] = TypeId::INT64;
+        break;
+      case Input::with_string:  // 4 + (4 + 8 on average) + 7 x 4 bytes
+        o.types = std::vector<TypeId>(9, TypeId::INT32);
+        o.types[1] = TypeId::STRING;
+        break;
+      case Input::zipf:
+        o.zipf = 1.2;
+        o.key_cardinality = std::size_t{1} << 20;
+        break;
+    }
     Table host = random_table(o, br);
     Table dev = copy_table(host, MemoryType::DEVICE, br, stream);
     stream.synchronize();
@@ -47,7 +70,8 @@ struct Fixture {
   double copy_tbps() {
     auto a = br.allocate(MemoryType::DEVICE, bytes, stream);
     auto b = br.allocate(MemoryType::DEVICE, bytes, stream);
-    cuda::memcpy_async(a->data(), table.view().columns[0].data, bytes / 10, stream);
+    stream.view().synchronize();
+    cuda::memset_device(a->data(), 1, bytes);
     std::vector<double> runs;
     for (int i = 0; i < 11; ++i) {
       stream.view().synchronize();
@@ -61,14 +85,21 @@ struct Fixture {
   }
 };
 
-Fixture& fixture() {
-  static Fixture f;
-  return f;
+/// One fixture at a time (made on first use, the previous one freed).
+Fixture& fixture(Input in = Input::int32x10) {
+  static std::unique_ptr<Fixture> f;
+  static Input made{};
+  if (!f || made != in) {
+    f.reset();
+    f = std::make_unique<Fixture>(in);
+    made = in;
+  }
+  return *f;
 }
 
 template <typename F>
-void run(benchmark::State& state, F&& op) {
-  auto& f = fixture();
+void run(benchmark::State& state, F&& op, Input in = Input::int32x10) {
+  auto& f = fixture(in);
   if (!f.br.is_live(MemoryType::DEVICE)) {
     state.SkipWithError("no GPU");
     return;
@@ -127,6 +158,22 @@ void BM_PartitionAndPack(benchmark::State& state) {
   });
 }
 
+/// partition_and_pack of the other tables: range(0) partitions, range(1) the Input.
+void BM_PartitionAndPackOf(benchmark::State& state) {
+  const auto in = static_cast<Input>(state.range(1));
+  state.SetLabel(in == Input::int64_key     ? "int64 key"
+                 : in == Input::with_string ? "a string column"
+                                            : "zipf 1.2 keys");
+  run(
+      state,
+      [&](Fixture& f) {
+        auto parts = gpu::partition_and_pack(
+            f.table.view(), key0, static_cast<std::size_t>(state.range(0)), f.br, f.stream);
+        benchmark::DoNotOptimize(parts.data());
+      },
+      in);
+}
+
 void BM_HashPartition(benchmark::State& state) {
   run(state, [&](Fixture& f) {
     auto p = gpu::hash_partition(f.table.view(), key0, static_cast<std::size_t>(state.range(0)),
@@ -141,8 +188,22 @@ void args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_DeviceCopy)->Apply(args);
 BENCHMARK(BM_SplitAndPack)->Arg(2)->Arg(8)->Arg(64)->Apply(args);
-BENCHMARK(BM_PartitionAndPack)->Arg(2)->Arg(4)->Arg(8)->Arg(64)->Arg(1024)->Arg(4096)->Apply(args);
-BENCHMARK(BM_HashPartition)->Arg(8)->Arg(64)->Apply(args);
+BENCHMARK(BM_PartitionAndPack)
+    ->Arg(2)
+    ->Arg(4)
+    ->Arg(8)
+    ->Arg(16)
+    ->Arg(64)
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->Apply(args);
+BENCHMARK(BM_HashPartition)->Arg(8)->Arg(64)->Arg(1024)->Arg(4096)->Apply(args);
+BENCHMARK(BM_PartitionAndPackOf)
+    ->ArgsProduct({{64, 1024, 4096},  // (google benchmark varies the first fastest)
+                   {static_cast<int>(Input::int64_key), static_cast<int>(Input::with_string),
+                    static_cast<int>(Input::zipf)}})
+    ->Apply(args);
 
 }  // namespace
 

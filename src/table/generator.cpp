@@ -5,14 +5,35 @@
 #include "table/detail/cpu_threads.hpp"
 #include "table/detail/random_values.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 
 namespace spillway {
 
 namespace {
-std::uint64_t draw(std::mt19937_64& rng, const RandomTableOptions& o) {
+/// The cumulative weights of a Zipf law over [0, n), for drawing by inversion.
+std::vector<double> zipf_cdf(double s, std::uint64_t n) {
+  SPILLWAY_EXPECTS(n <= (std::uint64_t{1} << 26),
+                   "random_table: a Zipf law takes at most 2^26 distinct values");
+  std::vector<double> cdf(n);
+  double sum = 0;
+  for (std::uint64_t v = 0; v < n; ++v)
+    cdf[v] = sum += 1.0 / std::pow(static_cast<double>(v + 1), s);
+  for (double& c : cdf) c /= sum;
+  return cdf;
+}
+
+std::uint64_t draw(std::mt19937_64& rng, const RandomTableOptions& o,
+                   const std::vector<double>& cdf) {
   if (o.skew > 0 && std::uniform_real_distribution<double>(0, 1)(rng) < o.skew) return 0;
+  if (!cdf.empty()) {
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    const auto it = std::lower_bound(cdf.begin(), cdf.end(), u);
+    return static_cast<std::uint64_t>(
+        std::min<std::ptrdiff_t>(it - cdf.begin(), std::ssize(cdf) - 1));
+  }
   const std::uint64_t v = rng();
   return o.key_cardinality > 0 ? v % o.key_cardinality : v;
 }
@@ -22,6 +43,10 @@ Table random_table(const RandomTableOptions& o, BufferResource& br) {
   SPILLWAY_EXPECTS(o.null_fraction >= 0 && o.null_fraction <= 1 && o.skew >= 0 && o.skew <= 1,
                    "null_fraction and skew must be within [0, 1]");
   SPILLWAY_EXPECTS(o.min_string <= o.max_string, "min_string must not exceed max_string");
+  SPILLWAY_EXPECTS(o.zipf >= 0, "zipf must not be negative");
+  const std::vector<double> cdf =
+      o.zipf > 0 ? zipf_cdf(o.zipf, o.key_cardinality > 0 ? o.key_cardinality : 1U << 20)
+                 : std::vector<double>{};
   std::vector<Column> columns;
   std::vector<std::string> names;
   for (std::size_t c = 0; c < o.types.size(); ++c) {
@@ -41,7 +66,7 @@ Table random_table(const RandomTableOptions& o, BufferResource& br) {
       std::vector<std::int32_t> off(o.rows + 1, 0);
       std::string chars;
       for (std::size_t i = 0; i < o.rows; ++i) {
-        const std::uint64_t key = draw(rng, o);
+        const std::uint64_t key = draw(rng, o, cdf);
         // The same key always gives the same string, so cardinality and skew carry over.
         std::mt19937_64 krng(key);
         const std::size_t n = o.min_string + krng() % (o.max_string - o.min_string + 1);
@@ -59,7 +84,7 @@ Table random_table(const RandomTableOptions& o, BufferResource& br) {
       const std::size_t w = size_of(type);
       auto data = br.allocate(MemoryType::HOST, o.rows * w);
       for (std::size_t i = 0; i < o.rows; ++i) {
-        std::uint64_t v = draw(rng, o);
+        std::uint64_t v = draw(rng, o, cdf);
         if (type == TypeId::BOOL8) v &= 1;
         if (type == TypeId::FLOAT32) {
           const float f = static_cast<float>(static_cast<std::int64_t>(v)) * 0.5F;

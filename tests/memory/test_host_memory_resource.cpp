@@ -26,12 +26,35 @@ TEST(HostMemoryResource, ReusesFreedBlocksOfTheSameSize) {
   void* b = mr.allocate(9 * MiB, {});  // same rounded size: the cached block
   EXPECT_EQ(b, a);
   EXPECT_EQ(mr.cached(), 0u);
-  void* small = mr.allocate(4 * KiB, {});  // below the threshold: never cached
+  void* small = mr.allocate(4 * KiB, {});  // a page: cached too
   mr.deallocate(small, 4 * KiB, {});
-  EXPECT_EQ(mr.cached(), 0u);
+  EXPECT_EQ(mr.cached(), 4 * KiB);
+  EXPECT_EQ(mr.allocate(4 * KiB, {}), small);
+  mr.deallocate(small, 4 * KiB, {});
   mr.deallocate(b, 9 * MiB, {});
   mr.trim_to(0);
   EXPECT_EQ(mr.cached(), 0u);
+}
+
+// Below 1 MiB, blocks are rounded to 16 sizes per doubling of pages, so that chunks of
+// nearly the same size reuse each other's blocks (each munmap is a TLB shootdown).
+TEST(HostMemoryResource, NearbySizesShareASizeClass) {
+  HostMemoryResource mr(64 * MiB);
+  EXPECT_EQ(mr.footprint(4097), 8 * KiB);
+  EXPECT_EQ(mr.footprint(32 * 4096), 128 * KiB);
+  EXPECT_EQ(mr.footprint(33 * 4096), 136 * KiB);    // 33 pages: 34
+  EXPECT_EQ(mr.footprint(97 * 4096), 400 * KiB);    // 97 pages: 100
+  EXPECT_EQ(mr.footprint(MiB - 1), MiB);            // the last class
+  EXPECT_EQ(mr.footprint(MiB + 1), MiB + 4 * KiB);  // pages again from 1 MiB
+  for (std::size_t bytes = 2049; bytes < MiB; bytes = bytes * 9 / 8) {
+    EXPECT_LE(mr.footprint(bytes), round_up(bytes, 4 * KiB) * 17 / 16) << bytes;
+  }
+  void* a = mr.allocate(390 * KiB, {});  // 98 pages: 100
+  mr.deallocate(a, 390 * KiB, {});
+  EXPECT_EQ(mr.cached(), 400 * KiB);
+  void* b = mr.allocate(399 * KiB, {});
+  EXPECT_EQ(b, a);
+  mr.deallocate(b, 399 * KiB, {});
 }
 
 TEST(HostMemoryResource, CacheIsBounded) {

@@ -60,3 +60,27 @@ TEST(RandomInt32Table, FullRangeAndBadBounds) {
   EXPECT_EQ(random_int32_table(0, 2, 0, 0, 1, br).num_rows(), 0U);
   EXPECT_THROW(random_int32_table(10, 1, 1, 0, 1, br), logic_error);
 }
+
+// Zipf keys: value v is drawn about in proportion to 1 / (v + 1)^s, within the cardinality.
+TEST(RandomTable, ZipfKeysFollowTheirLaw) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  RandomTableOptions o;
+  o.rows = 200000;
+  o.types = {TypeId::INT64};
+  o.zipf = 1.2;
+  o.key_cardinality = 1000;
+  const Table t = random_table(o, br);
+  std::vector<std::size_t> hits(1000, 0);
+  for (std::size_t i = 0; i < o.rows; ++i) {
+    const auto v = t.view().columns[0].value<std::int64_t>(i);
+    ASSERT_GE(v, 0);
+    ASSERT_LT(v, 1000);
+    ++hits[static_cast<std::size_t>(v)];
+  }
+  // P(0) / P(1) = 2^1.2 = 2.30 and P(0) / P(9) = 10^1.2 = 15.8, within sampling noise.
+  EXPECT_NEAR(static_cast<double>(hits[0]) / static_cast<double>(hits[1]), 2.30, 0.15);
+  EXPECT_NEAR(static_cast<double>(hits[0]) / static_cast<double>(hits[9]), 15.8, 2.0);
+  o.zipf = -1;
+  EXPECT_THROW((void)random_table(o, br), logic_error);
+}

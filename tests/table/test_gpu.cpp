@@ -148,9 +148,11 @@ TEST_P(GpuPartition, HashPartitionEqualsTheCpuByteForByte) {
 INSTANTIATE_TEST_SUITE_P(
     Sizes, GpuPartition,
     ::testing::Values(Case{0, 4, 0.0}, Case{1, 1, 0.5}, Case{1000, 7, 0.1}, Case{5000, 64, 0.0},
-                      Case{20000, 1000, 0.3},  // cursors in shared memory, the most
-                      Case{20000, 1500, 0.3},  // cursors in global memory
-                      Case{3000, 70000, 0.2},  // 32-bit partition ids
+                      Case{20000, 1000, 0.3},   // columns scattered (wide_partitions)
+                      Case{300000, 600, 0.1},   // the same, over several chunks of tiles
+                      Case{300000, 4096, 0.0},  // cursors in shared memory, the most
+                      Case{300000, 5000, 0.2},  // cursors in global memory
+                      Case{3000, 70000, 0.2},   // 32-bit partition ids
                       Case{100000, 2, 0.05}),
     case_name);
 
@@ -203,7 +205,7 @@ TEST_F(GpuTable, PartitionPlanPlacesColumnsAsHashPartitionDoes) {
   const Table h = random_table(o, br);
   const Table d = on_device(h);
   const std::vector<std::size_t> keys{1, 0};
-  for (std::size_t parts : {1, 2, 5, 70000}) {
+  for (std::size_t parts : {1, 2, 5, 100, 600, 5000, 70000}) {
     SCOPED_TRACE(std::to_string(parts) + " partitions");
     gpu::PartitionPlan plan(d.view(), keys, parts, br, stream, 31);
     const PartitionedTable cpu = hash_partition(h.view(), keys, parts, br, 31);

@@ -17,11 +17,12 @@ namespace spillway {
 ///   slabs mapped from the system, so that many small buffers share pages (one page each
 ///   made 524 288 buffers of 128 B take 4 GiB); an empty slab goes back to the system;
 /// - larger: whole pages mapped from the system (2 MiB-aligned huge pages from 4 MiB up).
-/// footprint() is what each takes: the class size, or the size rounded to its pages. Freed blocks
-/// of 1 MiB or more are kept, up to `cache_capacity` bytes, and handed out again for the same
-/// rounded size: fresh memory costs a page fault and a zeroing pass per page, which is most of the
-/// cost of copying into a new buffer. The owner trims the cache so that cached plus used bytes stay
-/// within the tier's limit. Thread-safe.
+/// footprint() is what each takes: the class size (slabs; below 1 MiB, 16 sizes per doubling of
+/// whole pages), or the size rounded to its pages. Freed blocks are kept, up to `cache_capacity`
+/// bytes, and handed out again for the same rounded size: fresh memory costs a page fault and a
+/// zeroing pass per page, which is most of the cost of copying into a new buffer, and giving
+/// it back costs a TLB shootdown on every core. The owner trims the cache so that cached plus used
+/// bytes stay within the tier's limit. Thread-safe.
 class HostMemoryResource final : public MemoryResource {
  public:
   /// The largest size served from slabs (shared pages); larger blocks have pages of their own.

@@ -18,6 +18,9 @@ struct RandomTableOptions {
   std::uint64_t key_cardinality{0};
   /// This fraction of rows takes the value 0 (one hot key).
   double skew{0};
+  /// Above 0: values follow a Zipf law with this exponent, value v (from 0) drawn with weight
+  /// 1 / (v + 1)^zipf over [0, key_cardinality) (over [0, 2^20) when key_cardinality is 0).
+  double zipf{0};
   /// This fraction of rows is null (0: no null mask at all).
   double null_fraction{0};
   std::size_t min_string{0};

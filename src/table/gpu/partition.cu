@@ -4,11 +4,16 @@
 //  1. count: each block owns a tile of consecutive rows; it hashes them, stores each row's
 //     partition (2 bytes; 4 beyond 65535 partitions) and counts its rows per partition (one key
 //     column of 4- or 8-byte values without nulls, the usual case, in 16-byte vectors). The
-//     counts are laid out partition-major (hist[p * tiles + t]), so one exclusive scan gives,
-//     for every (partition, tile), where the tile's first row of that partition goes.
+//     counts are laid out tile by tile (Tiling::at), each block writing its own as one run; a
+//     scan down the tiles of each partition (in chunks of tiles, each read and write a run over
+//     partitions) turns them into each tile's cursors: where its first row of each partition
+//     goes, relative to the partition's start; the partition sizes' exclusive sum gives the
+//     starts. (Laid out partition by partition, each count was a word of its own sector, read
+//     and written several times: at 4096 partitions several times the table's bytes.)
 //  2. the partition sizes (and, for STRING columns, their character counts) go to the host,
 //     which lays out and allocates the outputs.
-//  3. place: each block walks its tile again in sub-tiles of 2048 rows, sorts the sub-tile's
+//  3. place: each block takes its tile's cursors into shared memory (up to 4096 partitions),
+//     walks its tile again in sub-tiles of 2048 rows, sorts the sub-tile's
 //     rows by partition with a stable block radix sort (so rows keep their input order within
 //     a partition, exactly as on the CPU), loads a group of columns' sub-tiles into shared
 //     memory (cp.async) and writes them out in sorted order: consecutive threads write
@@ -28,9 +33,10 @@
 #include "table/detail/arguments.hpp"
 #include "table/detail/pack_format.hpp"
 #include "table/gpu/detail/batched_copy.cuh"
+#include "table/gpu/detail/count_kernels.cuh"
 #include "table/gpu/detail/device_column.cuh"
 #include "table/gpu/detail/packed_outputs.hpp"
-#include "table/gpu/detail/partition_kernels.cuh"
+#include "table/gpu/detail/place_kernels.cuh"
 
 #include <cuda_pipeline.h>
 #include <cub/block/block_radix_sort.cuh>
@@ -84,16 +90,43 @@ struct Sizes {
                                                   // global position of partition p's first char
 };
 
-/// Pass 1 and its scan: each row's partition in `pid`; `hist[p * tiles + t]` is where tile t's
-/// first row of partition p goes in partitioned order, `starts[p]` where partition p starts
+/// Pass 1 and its scan: each row's partition in `pid`; `hist[tl.at(t, p)]` is where tile t's
+/// first row of partition p goes within partition p, `starts[p]` where partition p starts
 /// (starts[parts] = rows).
 template <typename PidT>
 struct Counted {
+  using Pid = PidT;
   Tiling tl;
   std::unique_ptr<Buffer> pid;
   std::unique_ptr<Buffer> hist;
   std::unique_ptr<Buffer> starts;
 };
+
+/// The scan of pass 1 (count_kernels.cuh): `counts` (Tiling::at) become the tiles' cursors
+/// within their partitions, `starts` (parts + 1) the partition starts.
+void scan_counts(const Tiling& tl, std::uint32_t* counts, std::uint32_t* starts, BufferResource& br,
+                 Stream stream) {
+  const std::size_t chunks = (tl.tiles + scan_tiles - 1) / scan_tiles;
+  SPILLWAY_EXPECTS(chunks <= 65535, "too many rows for one GPU partitioning call");
+  auto sums =
+      br.allocate(MemoryType::DEVICE,
+                  std::max<std::size_t>(1, chunks * tl.parts) * sizeof(std::uint32_t), stream);
+  const dim3 grid(detail::blocks_for(tl.parts, block_threads), static_cast<unsigned>(chunks));
+  if (chunks > 0) {
+    chunk_sums_kernel<<<grid, block_threads, 0, raw(stream)>>>(counts, tl,
+                                                               as<std::uint32_t>(*sums));
+    check_launch();
+  }
+  chunk_scan_kernel<<<detail::blocks_for(tl.parts + 1, block_threads), block_threads, 0,
+                      raw(stream)>>>(as<std::uint32_t>(*sums), tl, chunks, starts);
+  check_launch();
+  exclusive_sum(starts, tl.parts + 1, br, stream);
+  if (chunks > 0) {
+    cursors_kernel<<<grid, block_threads, 0, raw(stream)>>>(counts, tl,
+                                                            as<const std::uint32_t>(*sums));
+    check_launch();
+  }
+}
 
 template <typename PidT>
 Counted<PidT> count_rows(const TableView& table, std::span<const std::size_t> keys,
@@ -106,8 +139,7 @@ Counted<PidT> count_rows(const TableView& table, std::span<const std::size_t> ke
   auto d_keys = detail::to_device(key_cols, br, stream);
 
   out.pid = br.allocate(MemoryType::DEVICE, rows * sizeof(PidT), stream);
-  const std::size_t hist_n = parts * tl.tiles + 1;
-  out.hist = br.allocate(MemoryType::DEVICE, hist_n * sizeof(std::uint32_t), stream);
+  out.hist = br.allocate(MemoryType::DEVICE, tl.counts() * sizeof(std::uint32_t), stream);
   SPILLWAY_CUDA_TRY(cudaMemsetAsync(out.hist->data(), 0, out.hist->size(), raw(stream)));
   SPILLWAY_EXPECTS(tl.tiles <= 0x7FFFFFFFU, "too many rows for one GPU partitioning call");
   const auto blocks = static_cast<unsigned>(tl.tiles);
@@ -132,22 +164,77 @@ Counted<PidT> count_rows(const TableView& table, std::span<const std::size_t> ke
     }
     check_launch();
   }
-  exclusive_sum(as<std::uint32_t>(*out.hist), hist_n, br, stream);
   out.starts = br.allocate(MemoryType::DEVICE, (parts + 1) * sizeof(std::uint32_t), stream);
-  starts_kernel<<<detail::blocks_for(parts + 1, block_threads), block_threads, 0, raw(stream)>>>(
-      as<const std::uint32_t>(*out.hist), tl, as<std::uint32_t>(*out.starts));
-  check_launch();
+  scan_counts(tl, as<std::uint32_t>(*out.hist), as<std::uint32_t>(*out.starts), br, stream);
   return out;
 }
 
 /// Pass 3 for fixed-width columns and masks: writes columns `cols[0, ncols)` to `dest`
-/// (dest[c * parts + p]). `cursors` are the scan made relative to the partition starts
-/// (relative_kernel); the sorting kernel advances them (sorts()), so each call of it needs
-/// its own copy. `wide_split`: the warp split takes up to plan_split_partitions partitions
-/// (PartitionPlan, which launches once per column group), not split_partitions.
+/// (dest[c * parts + p]). `cursors` are the scan's; the sorting kernel advances them where
+/// place_advances(), so each call of it needs its own copy then (advances()). `wide_split`:
+/// the warp split takes up to plan_split_partitions partitions (PartitionPlan, which launches
+/// once per column group), not split_partitions.
 template <typename PidT>
-bool sorts(const Counted<PidT>& counted, bool wide_split) {
-  return counted.tl.parts > (wide_split ? plan_split_partitions : split_partitions);
+bool advances(const Counted<PidT>& counted, bool wide_split) {
+  return counted.tl.parts > (wide_split ? plan_split_partitions : split_partitions) &&
+         place_advances(counted.tl);
+}
+
+/// Launches place_kernel on `tiles` tiles from `first_tile` (its shared memory is past the
+/// static 48 KiB with its cursors).
+template <typename PidT, bool Positions>
+void launch_place(const Counted<PidT>& counted, std::size_t first_tile, std::size_t tiles,
+                  std::uint32_t* cursors, std::uint32_t* pos, const DeviceColumn* cols,
+                  std::size_t ncols, const Dest* dest, Stream stream) {
+  const Tiling& tl = counted.tl;
+  if (tiles == 0) return;
+  const std::size_t smem = place_cursor_bytes(tl);
+  auto* kernel = &place_kernel<PidT, Positions>;
+  SPILLWAY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+  kernel<<<static_cast<unsigned>(tiles), block_threads, smem, raw(stream)>>>(
+      as<const PidT>(*counted.pid), tl, first_tile, cursors,
+      as<const std::uint32_t>(*counted.starts), pos, cols, static_cast<std::uint32_t>(ncols), dest);
+  check_launch();
+}
+
+/// Pass 3 of many partitions (wide_partitions), for rows [row0, row0 + rows): scatters
+/// columns `cols[0, ncols)` one at a time from each row's place `pos[row - row0]`.
+/// `contiguous`: each column's partitions follow each other in `dest` (scatter_kernel).
+template <typename PidT>
+void scatter_rows(const Counted<PidT>& counted, const std::uint32_t* pos, std::size_t row0,
+                  std::size_t rows, const DeviceColumn* cols, std::size_t ncols, const Dest* dest,
+                  bool contiguous, Stream stream) {
+  if (rows == 0 || ncols == 0) return;
+  const dim3 grid(detail::blocks_for(rows, block_threads * scatter_items),
+                  static_cast<unsigned>(ncols));
+  auto* kernel = contiguous ? &scatter_kernel<PidT, true> : &scatter_kernel<PidT, false>;
+  kernel<<<grid, block_threads, 0, raw(stream)>>>(as<const PidT>(*counted.pid), pos,
+                                                  as<const std::uint32_t>(*counted.starts), row0,
+                                                  rows, cols, counted.tl.parts, dest);
+  check_launch();
+}
+
+/// Pass 3 of many partitions: the rows' places chunk by chunk (wide_chunks), each chunk's
+/// columns scattered before the next chunk's places are found.
+template <typename PidT>
+void place_wide(const Counted<PidT>& counted, std::uint32_t* cursors, const DeviceColumn* cols,
+                std::size_t ncols, const Dest* dest, bool contiguous, BufferResource& br,
+                Stream stream) {
+  const Tiling& tl = counted.tl;
+  const std::size_t per = (tl.tiles + wide_chunks - 1) / wide_chunks;
+  if (per == 0) return;
+  auto pos = br.allocate(MemoryType::DEVICE,
+                         std::min(tl.rows, per * tl.tile_rows) * sizeof(std::uint32_t), stream);
+  for (std::size_t t0 = 0; t0 < tl.tiles; t0 += per) {
+    const std::size_t n = std::min(per, tl.tiles - t0);
+    launch_place<PidT, true>(counted, t0, n, cursors, as<std::uint32_t>(*pos), nullptr, 0, nullptr,
+                             stream);
+    const std::size_t row0 = t0 * tl.tile_rows;
+    scatter_rows(counted, as<const std::uint32_t>(*pos), row0,
+                 std::min(tl.rows, (t0 + n) * tl.tile_rows) - row0, cols, ncols, dest, contiguous,
+                 stream);
+  }
 }
 
 template <typename PidT>
@@ -160,21 +247,23 @@ void place_rows(const Counted<PidT>& counted, std::uint32_t* cursors, const Devi
   if (tl.parts <= split_partitions) {
     split_place_kernel<PidT, split_partitions>
         <<<blocks, block_threads, 0, raw(stream)>>>(pid, tl, cursors, cols, n, dest);
-  } else if (!sorts(counted, wide_split)) {
+  } else if (tl.parts <= (wide_split ? plan_split_partitions : split_partitions)) {
     split_place_kernel<PidT, plan_split_partitions>
         <<<blocks, block_threads, 0, raw(stream)>>>(pid, tl, cursors, cols, n, dest);
   } else {
-    place_kernel<PidT, false>
-        <<<blocks, block_threads, 0, raw(stream)>>>(pid, tl, cursors, nullptr, cols, n, dest);
+    launch_place<PidT, false>(counted, 0, tl.tiles, cursors, nullptr, cols, ncols, dest, stream);
+    return;
   }
   check_launch();
 }
 
 /// Partitions `table` and writes every row to `make_dest(sizes)`'s destinations:
 /// make_dest returns dest[c * parts + p] and the ranges to zero before the scatter.
+/// `contiguous`: each column's partitions follow each other (see scatter_kernel).
 template <typename PidT, typename MakeDest>
 void partition_rows(const TableView& table, std::span<const std::size_t> keys, std::size_t parts,
-                    std::uint32_t seed, BufferResource& br, Stream stream, MakeDest&& make_dest) {
+                    std::uint32_t seed, BufferResource& br, Stream stream, bool contiguous,
+                    MakeDest&& make_dest) {
   const std::size_t rows = table.num_rows();
   const std::size_t ncols = table.num_columns();
   auto counted = count_rows<PidT>(table, keys, parts, seed, br, stream);
@@ -182,7 +271,6 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
   Buffer& hist = *counted.hist;
   Buffer& starts = *counted.starts;
   Buffer& pid = *counted.pid;
-  const auto blocks = static_cast<unsigned>(tl.tiles);
   auto d_cols = detail::to_device(device_columns(table), br, stream);
 
   // STRING columns: each row's position, then the character positions in partitioned order.
@@ -195,13 +283,14 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
     if (table.columns[c].type != TypeId::STRING) continue;
     if (!pos) {
       pos = br.allocate(MemoryType::DEVICE, rows * sizeof(std::uint32_t), stream);
-      if (tl.tiles > 0) {  // on a copy of the scan: the place pass below needs it again
-        auto cursors = br.allocate(MemoryType::DEVICE, hist.size(), stream);
-        cuda::memcpy_async(cursors->data(), hist.data(), hist.size(), stream);
-        place_kernel<PidT, true><<<blocks, block_threads, 0, raw(stream)>>>(
-            as<const PidT>(pid), tl, as<std::uint32_t>(*cursors), as<std::uint32_t>(*pos), nullptr,
-            0, nullptr);
-        check_launch();
+      if (tl.tiles > 0) {  // the place pass below needs the cursors again
+        std::unique_ptr<Buffer> copy;
+        if (place_advances(tl)) {
+          copy = br.allocate(MemoryType::DEVICE, hist.size(), stream);
+          cuda::memcpy_async(copy->data(), hist.data(), hist.size(), stream);
+        }
+        launch_place<PidT, true>(counted, 0, tl.tiles, as<std::uint32_t>(copy ? *copy : hist),
+                                 as<std::uint32_t>(*pos), nullptr, 0, nullptr, stream);
       }
     }
     char_pos[c] = br.allocate(MemoryType::DEVICE, (rows + 1) * sizeof(std::uint64_t), stream);
@@ -225,11 +314,16 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
   detail::copy_ranges(std::span<const detail::CopyRange>(zero), br, stream);
   if (tl.tiles == 0) return;
   auto d_dest = detail::to_device(dest, br, stream);
-  relative_kernel<<<detail::blocks_for(parts * tl.tiles, block_threads), block_threads, 0,
-                    raw(stream)>>>(as<std::uint32_t>(hist), tl, as<const std::uint32_t>(starts));
-  check_launch();
-  place_rows(counted, as<std::uint32_t>(hist), as<const DeviceColumn>(*d_cols), ncols,
-             as<const Dest>(*d_dest), stream);
+  const auto* cols = as<const DeviceColumn>(*d_cols);
+  const auto* d = as<const Dest>(*d_dest);
+  if (parts < wide_partitions()) {
+    place_rows(counted, as<std::uint32_t>(hist), cols, ncols, d, stream);
+  } else if (pos) {  // found for the STRING columns already
+    scatter_rows(counted, as<const std::uint32_t>(*pos), 0, rows, cols, ncols, d, contiguous,
+                 stream);
+  } else {
+    place_wide(counted, as<std::uint32_t>(hist), cols, ncols, d, contiguous, br, stream);
+  }
   for (std::size_t c = 0; c < ncols; ++c) {
     if (table.columns[c].type != TypeId::STRING) continue;
     string_kernel<PidT><<<detail::blocks_for(rows, block_threads), block_threads, 0, raw(stream)>>>(
@@ -242,12 +336,13 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
 
 template <typename MakeDest>
 void partition_any(const TableView& table, std::span<const std::size_t> keys, std::size_t parts,
-                   std::uint32_t seed, BufferResource& br, Stream stream, MakeDest&& make_dest) {
+                   std::uint32_t seed, BufferResource& br, Stream stream, bool contiguous,
+                   MakeDest&& make_dest) {
   check_args(table, keys, parts);
   if (parts <= 0xFFFF) {
-    partition_rows<std::uint16_t>(table, keys, parts, seed, br, stream, make_dest);
+    partition_rows<std::uint16_t>(table, keys, parts, seed, br, stream, contiguous, make_dest);
   } else {
-    partition_rows<std::uint32_t>(table, keys, parts, seed, br, stream, make_dest);
+    partition_rows<std::uint32_t>(table, keys, parts, seed, br, stream, contiguous, make_dest);
   }
 }
 
@@ -277,39 +372,41 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
   const std::size_t ncols = table.num_columns();
   std::vector<PackedData> out(num_partitions);
   detail::PackedOutputs outputs(br, stream);  // after `out`: unmaps before the payloads go
-  partition_any(table, keys, num_partitions, seed, br, stream, [&](const Sizes& sizes) {
-    std::vector<Dest> dest(ncols * num_partitions);
-    std::vector<detail::CopyRange> zero;
-    std::vector<std::size_t> chars(ncols, 0);
-    for (std::size_t p = 0; p < num_partitions; ++p) {
-      for (std::size_t c = 0; c < ncols; ++c) {
-        if (!sizes.chars[c].empty()) chars[c] = sizes.chars[c][p + 1] - sizes.chars[c][p];
-        SPILLWAY_EXPECTS(chars[c] <= static_cast<std::size_t>(INT32_MAX),
-                         "partition " + std::to_string(p) + " of string column " +
-                             std::to_string(c) + " has more characters than int32 offsets allow");
-      }
-      const auto layout =
-          spillway::detail::make_layout(table, sizes.starts[p + 1] - sizes.starts[p], chars);
-      out[p].metadata = spillway::detail::encode(layout);
-      out[p].payload = outputs.allocate(layout.payload_size);
-      std::byte* base = out[p].payload->data();
-      for (std::size_t c = 0; c < ncols; ++c) {
-        const auto& cl = layout.columns[c];
-        Dest& d = dest[c * num_partitions + p];
-        d = Dest{base + cl.data.offset, nullptr, nullptr, 0, 0};
-        if (cl.type == TypeId::STRING) {
-          d.offsets = reinterpret_cast<std::int32_t*>(base + cl.offsets.offset);
-          d.char_sub = sizes.chars[c][p];
-          zero.push_back({base + cl.offsets.offset, nullptr, sizeof(std::int32_t)});
+  partition_any(
+      table, keys, num_partitions, seed, br, stream, /*contiguous=*/false, [&](const Sizes& sizes) {
+        std::vector<Dest> dest(ncols * num_partitions);
+        std::vector<detail::CopyRange> zero;
+        std::vector<std::size_t> chars(ncols, 0);
+        for (std::size_t p = 0; p < num_partitions; ++p) {
+          for (std::size_t c = 0; c < ncols; ++c) {
+            if (!sizes.chars[c].empty()) chars[c] = sizes.chars[c][p + 1] - sizes.chars[c][p];
+            SPILLWAY_EXPECTS(chars[c] <= static_cast<std::size_t>(INT32_MAX),
+                             "partition " + std::to_string(p) + " of string column " +
+                                 std::to_string(c) +
+                                 " has more characters than int32 offsets allow");
+          }
+          const auto layout =
+              spillway::detail::make_layout(table, sizes.starts[p + 1] - sizes.starts[p], chars);
+          out[p].metadata = spillway::detail::encode(layout);
+          out[p].payload = outputs.allocate(layout.payload_size);
+          std::byte* base = out[p].payload->data();
+          for (std::size_t c = 0; c < ncols; ++c) {
+            const auto& cl = layout.columns[c];
+            Dest& d = dest[c * num_partitions + p];
+            d = Dest{base + cl.data.offset, nullptr, nullptr, 0, 0};
+            if (cl.type == TypeId::STRING) {
+              d.offsets = reinterpret_cast<std::int32_t*>(base + cl.offsets.offset);
+              d.char_sub = sizes.chars[c][p];
+              zero.push_back({base + cl.offsets.offset, nullptr, sizeof(std::int32_t)});
+            }
+            if (cl.nullable) {
+              d.mask = reinterpret_cast<std::uint32_t*>(base + cl.mask.offset);
+              zero.push_back({base + cl.mask.offset, nullptr, cl.mask.size});
+            }
+          }
         }
-        if (cl.nullable) {
-          d.mask = reinterpret_cast<std::uint32_t*>(base + cl.mask.offset);
-          zero.push_back({base + cl.mask.offset, nullptr, cl.mask.size});
-        }
-      }
-    }
-    return std::pair{std::move(dest), std::move(zero)};
-  });
+        return std::pair{std::move(dest), std::move(zero)};
+      });
   outputs.finish();
   return out;
 }
@@ -320,6 +417,7 @@ struct PartitionPlan::Impl {
   std::variant<Counted<std::uint16_t>, Counted<std::uint32_t>> counted;
   std::unique_ptr<Buffer> columns;  // the table's DeviceColumns
   std::vector<std::size_t> offsets;
+  std::unique_ptr<Buffer> pos;  // many partitions: each row's place, found by the first place()
 };
 
 PartitionPlan::PartitionPlan(const TableView& table, std::span<const std::size_t> keys,
@@ -338,17 +436,12 @@ PartitionPlan::PartitionPlan(const TableView& table, std::span<const std::size_t
           ? Counts{count_rows<std::uint16_t>(table, keys, num_partitions, seed, br, stream)}
           : Counts{count_rows<std::uint32_t>(table, keys, num_partitions, seed, br, stream)};
   auto columns = detail::to_device(device_columns(table), br, stream);
-  impl_.reset(new Impl{table, br, std::move(counted), std::move(columns), {}});
+  impl_.reset(new Impl{table, br, std::move(counted), std::move(columns), {}, nullptr});
   std::visit(
       [&](auto& c) {
         std::vector<std::uint32_t> starts(num_partitions + 1);
         detail::to_host(starts, c.starts->data(), stream);  // synchronizes
         impl_->offsets.assign(starts.begin(), starts.end());
-        if (c.tl.tiles == 0) return;
-        relative_kernel<<<detail::blocks_for(num_partitions * c.tl.tiles, block_threads),
-                          block_threads, 0, raw(stream)>>>(as<std::uint32_t>(*c.hist), c.tl,
-                                                           as<const std::uint32_t>(*c.starts));
-        check_launch();
       },
       impl_->counted);
 }
@@ -363,7 +456,7 @@ const std::vector<std::size_t>& PartitionPlan::offsets() const noexcept {
 
 void PartitionPlan::place(std::size_t first, std::size_t last, std::span<std::byte* const> outs,
                           Stream stream) {
-  const Impl& s = *impl_;
+  Impl& s = *impl_;
   const std::size_t parts = s.offsets.size() - 1;
   SPILLWAY_EXPECTS(first <= last && last <= s.table.num_columns(),
                    "PartitionPlan::place: columns [" + std::to_string(first) + ", " +
@@ -382,9 +475,21 @@ void PartitionPlan::place(std::size_t first, std::size_t last, std::span<std::by
   auto d_dest = detail::to_device(dest, s.br, stream);
   std::visit(
       [&](const auto& c) {
-        // The sorting place pass advances its cursors: then each call works on a copy.
+        const auto* cols = as<const DeviceColumn>(*s.columns) + first;
+        if (parts >= wide_partitions()) {  // the rows' places once, then scatters per call
+          if (!s.pos) {
+            s.pos = s.br.allocate(MemoryType::DEVICE, c.tl.rows * sizeof(std::uint32_t), stream);
+            launch_place<typename std::decay_t<decltype(c)>::Pid, true>(
+                c, 0, c.tl.tiles, as<std::uint32_t>(*c.hist), as<std::uint32_t>(*s.pos), nullptr, 0,
+                nullptr, stream);
+          }
+          scatter_rows(c, as<const std::uint32_t>(*s.pos), 0, c.tl.rows, cols, last - first,
+                       as<const Dest>(*d_dest), /*contiguous=*/true, stream);
+          return;
+        }
+        // Where the place pass advances its cursors in place, each call works on a copy.
         std::unique_ptr<Buffer> copy;
-        if (sorts(c, /*wide_split=*/true)) {
+        if (advances(c, /*wide_split=*/true)) {
           copy = s.br.allocate(MemoryType::DEVICE, c.hist->size(), stream);
           cuda::memcpy_async(copy->data(), c.hist->data(), c.hist->size(), stream);
         }
@@ -403,42 +508,44 @@ PartitionedTable hash_partition(const TableView& table, std::span<const std::siz
   const std::size_t ncols = table.num_columns();
   std::vector<Column> columns;
   std::vector<std::size_t> offsets(num_partitions + 1, 0);
-  partition_any(table, keys, num_partitions, seed, br, stream, [&](const Sizes& sizes) {
-    std::vector<Dest> dest(ncols * num_partitions);
-    std::vector<detail::CopyRange> zero;
-    for (std::size_t p = 0; p <= num_partitions; ++p) offsets[p] = sizes.starts[p];
-    for (std::size_t c = 0; c < ncols; ++c) {
-      const ColumnView& col = table.columns[c];
-      const bool str = col.type == TypeId::STRING;
-      if (str) {
-        SPILLWAY_EXPECTS(
-            sizes.chars[c][num_partitions] <= static_cast<std::uint64_t>(INT32_MAX),
-            "string column " + std::to_string(c) + " has more characters than int32 offsets allow");
-      }
-      auto data =
-          br.allocate(MemoryType::DEVICE,
-                      str ? sizes.chars[c][num_partitions] : rows * size_of(col.type), stream);
-      std::unique_ptr<Buffer> off;
-      std::unique_ptr<Buffer> mask;
-      if (str) {
-        off = br.allocate(MemoryType::DEVICE, (rows + 1) * sizeof(std::int32_t), stream);
-        zero.push_back({off->data(), nullptr, sizeof(std::int32_t)});
-      }
-      if (col.nullable()) {  // whole words: the scatter sets bits with 32-bit atomics
-        mask = br.allocate(MemoryType::DEVICE, (rows + 31) / 32 * 4, stream);
-        zero.push_back({mask->data(), nullptr, mask->size()});
-      }
-      for (std::size_t p = 0; p < num_partitions; ++p) {
-        Dest& d = dest[c * num_partitions + p];
-        d = Dest{data->data() + (str ? 0 : sizes.starts[p] * size_of(col.type)),
-                 str ? reinterpret_cast<std::int32_t*>(off->data()) + sizes.starts[p] : nullptr,
-                 mask ? reinterpret_cast<std::uint32_t*>(mask->data()) : nullptr, sizes.starts[p],
-                 0};
-      }
-      columns.emplace_back(col.type, rows, std::move(data), std::move(off), std::move(mask));
-    }
-    return std::pair{std::move(dest), std::move(zero)};
-  });
+  partition_any(
+      table, keys, num_partitions, seed, br, stream, /*contiguous=*/true, [&](const Sizes& sizes) {
+        std::vector<Dest> dest(ncols * num_partitions);
+        std::vector<detail::CopyRange> zero;
+        for (std::size_t p = 0; p <= num_partitions; ++p) offsets[p] = sizes.starts[p];
+        for (std::size_t c = 0; c < ncols; ++c) {
+          const ColumnView& col = table.columns[c];
+          const bool str = col.type == TypeId::STRING;
+          if (str) {
+            SPILLWAY_EXPECTS(
+                sizes.chars[c][num_partitions] <= static_cast<std::uint64_t>(INT32_MAX),
+                "string column " + std::to_string(c) +
+                    " has more characters than int32 offsets allow");
+          }
+          auto data =
+              br.allocate(MemoryType::DEVICE,
+                          str ? sizes.chars[c][num_partitions] : rows * size_of(col.type), stream);
+          std::unique_ptr<Buffer> off;
+          std::unique_ptr<Buffer> mask;
+          if (str) {
+            off = br.allocate(MemoryType::DEVICE, (rows + 1) * sizeof(std::int32_t), stream);
+            zero.push_back({off->data(), nullptr, sizeof(std::int32_t)});
+          }
+          if (col.nullable()) {  // whole words: the scatter sets bits with 32-bit atomics
+            mask = br.allocate(MemoryType::DEVICE, (rows + 31) / 32 * 4, stream);
+            zero.push_back({mask->data(), nullptr, mask->size()});
+          }
+          for (std::size_t p = 0; p < num_partitions; ++p) {
+            Dest& d = dest[c * num_partitions + p];
+            d = Dest{data->data() + (str ? 0 : sizes.starts[p] * size_of(col.type)),
+                     str ? reinterpret_cast<std::int32_t*>(off->data()) + sizes.starts[p] : nullptr,
+                     mask ? reinterpret_cast<std::uint32_t*>(mask->data()) : nullptr,
+                     sizes.starts[p], 0};
+          }
+          columns.emplace_back(col.type, rows, std::move(data), std::move(off), std::move(mask));
+        }
+        return std::pair{std::move(dest), std::move(zero)};
+      });
   return PartitionedTable{Table(std::move(columns), table.names), std::move(offsets)};
 }
 

@@ -1,220 +1,26 @@
 #pragma once
-// The kernels of hash partitioning on the GPU, included by partition.cu (their host drivers
-// and the public calls), whose first lines describe the passes.
+// Pass 3 of hash partitioning on the GPU (see partition.cu): every row's values to its place
+// in its partition, and the STRING columns' kernels.
 
-#include <spillway/table/gpu.hpp>
+#include "table/gpu/detail/partition_tiling.cuh"
 
-#include "table/detail/arguments.hpp"
-#include "table/detail/pack_format.hpp"
 #include "table/gpu/detail/batched_copy.cuh"
-#include "table/gpu/detail/device_column.cuh"
 
 #include <cuda_pipeline.h>
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_scan.cuh>
 
-#include <bit>
-#include <cstdint>
-#include <limits>
-
 namespace spillway::gpu {
 
 namespace {  // (one translation unit includes it: partition.cu)
 
-using detail::as;
-using detail::DeviceColumn;
-using detail::raw;
-
-constexpr unsigned block_threads = 256;
-constexpr unsigned full_mask = 0xFFFFFFFFU;
-constexpr std::uint32_t no_partition = std::numeric_limits<std::uint32_t>::max();
-/// The place pass sorts sub-tiles of block_threads x place_items rows.
-constexpr unsigned place_items = 8;
-constexpr std::size_t sub_rows = std::size_t{block_threads} * place_items;
-/// Shared memory for the fixed-width values of a group of columns of one sub-tile (3 int32
-/// columns); more would take the block past 48 KiB of static shared memory, and two stages
-/// (loading one group while placing another) measured slower: 1.28-1.38 ms against 1.09.
-constexpr std::size_t stage_bytes = 24 * 1024;
-/// The place pass's blocks per multiprocessor: lets ptxas take the 80 registers it needs
-/// without spilling (left alone it chose 64 and spilled; capped at 4 blocks it was 5% slower).
-constexpr unsigned place_blocks_per_sm = 3;
-/// Partitions up to which the count pass sums a warp's rows per partition (one warp sum and
-/// one atomic each) instead of grouping equal partitions with __match_any_sync.
-constexpr std::uint32_t few_partitions = 16;
-/// Partitions up to which the place pass ranks rows within warps (split_place_kernel) instead
-/// of sorting sub-tiles (place_kernel): 0.67 against 0.58 of the copy ceiling at 2 partitions,
-/// 0.50 against 0.52 at 4, and worse beyond (bench/NOTES.md).
-constexpr std::uint32_t split_partitions = 2;
-/// The same for PartitionPlan, which places a few columns per call: the sort pass repeats its
-/// per-row work (the sort) for each call, the warp split only its rank computation.
-constexpr std::uint32_t plan_split_partitions = 4;
-/// Partitions up to which the count pass keeps its counters in shared memory (16 KiB).
-constexpr std::size_t shared_count_partitions = 4096;
-
-/// Where partition p's rows of column c go (dest[c * P + p]).
-struct Dest {
-  std::byte* data;         // first row (fixed width) or character 0 of the partition
-  std::int32_t* offsets;   // the partition's offsets (STRING): entry i + 1 is row i's end
-  std::uint32_t* mask;     // the bitmap holding the partition's validity bits, as words
-  std::uint64_t mask_bit;  // bit of the partition's first row in `mask`
-  std::uint64_t char_sub;  // subtracted from global character positions (STRING)
-};
-
-struct Tiling {
-  std::size_t rows;
-  std::uint32_t parts;
-  int bits;               // radix sort bits: enough for parts - 1
-  std::size_t tile_rows;  // a multiple of sub_rows
-  std::size_t tiles;
-
-  Tiling(std::size_t r, std::size_t p)
-      : rows{r},
-        parts{static_cast<std::uint32_t>(p)},
-        bits{std::max(1, static_cast<int>(std::bit_width(p - 1)))},
-        // at least 4 rows per partition and tile keeps the histogram at <= 1 byte per row
-        tile_rows{std::max<std::size_t>(1, (4 * p + sub_rows - 1) / sub_rows) * sub_rows},
-        tiles{(r + tile_rows - 1) / tile_rows} {}
-  [[nodiscard]] __host__ __device__ bool shared_counts() const {
-    return parts <= shared_count_partitions;
-  }
-};
-
-__global__ void hash_kernel(const DeviceColumn* keys, std::uint32_t nkeys, std::uint32_t seed,
-                            std::size_t rows, std::uint32_t* out) {
-  const std::size_t row = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  if (row < rows) out[row] = detail::hash_row(keys, nkeys, row, seed);
+/// The shared memory place_kernel takes beyond its static part: the tile's cursors.
+inline std::size_t place_cursor_bytes(const Tiling& tl) {
+  return tl.shared_counts() ? std::size_t{tl.parts} * sizeof(std::uint32_t) : 0;
 }
-
-/// Adds a thread's rows' partitions `p` (no_partition for none) to the tile's counts: in shared
-/// memory when tl.shared_counts(), else straight into `hist`. Every lane of the warp calls it.
-template <unsigned Items>
-__device__ void add_counts(const std::uint32_t (&p)[Items], const Tiling& tl, std::size_t t,
-                           std::uint32_t* counts, std::uint32_t* hist) {
-  const unsigned lane = threadIdx.x % 32;
-  if (tl.parts <= few_partitions) {  // one warp sum and one atomic per partition
-    for (std::uint32_t q = 0; q < tl.parts; ++q) {
-      unsigned mine = 0;
-#pragma unroll
-      for (unsigned i = 0; i < Items; ++i) mine += p[i] == q ? 1U : 0U;
-      const unsigned in_q = __reduce_add_sync(full_mask, mine);
-      if (in_q != 0 && lane == 0) atomicAdd(&counts[q], in_q);
-    }
-    return;
-  }
-#pragma unroll
-  for (unsigned i = 0; i < Items; ++i) {  // one atomic per partition and warp, not per row
-    const unsigned peers = __match_any_sync(full_mask, p[i]);
-    if (p[i] != no_partition && lane == static_cast<unsigned>(__ffs(peers) - 1)) {
-      atomicAdd(tl.shared_counts() ? &counts[p[i]] : &hist[p[i] * tl.tiles + t],
-                static_cast<std::uint32_t>(__popc(peers)));
-    }
-  }
-}
-
-__device__ inline std::uint32_t partition_of(std::uint32_t h, const Tiling& tl, bool pow2) {
-  return pow2 ? (h & (tl.parts - 1)) : (h % tl.parts);
-}
-
-__device__ inline void start_counts(const Tiling& tl, std::uint32_t* counts) {
-  if (!tl.shared_counts()) return;
-  for (std::uint32_t p = threadIdx.x; p < tl.parts; p += blockDim.x) counts[p] = 0;
-  __syncthreads();
-}
-
-__device__ inline void finish_counts(const Tiling& tl, std::size_t t, const std::uint32_t* counts,
-                                     std::uint32_t* hist) {
-  if (!tl.shared_counts()) return;
-  __syncthreads();
-  for (std::uint32_t p = threadIdx.x; p < tl.parts; p += blockDim.x) {
-    hist[p * tl.tiles + t] = counts[p];
-  }
-}
-
-/// Pass 1: partitions and per-tile counts, any key columns. `hist` is zeroed.
-template <typename PidT>
-__global__ void __launch_bounds__(block_threads)
-    count_kernel(const DeviceColumn* keys, std::uint32_t nkeys, std::uint32_t seed, Tiling tl,
-                 PidT* pid, std::uint32_t* hist) {
-  extern __shared__ std::uint32_t counts[];
-  const std::size_t t = blockIdx.x;
-  start_counts(tl, counts);
-  const bool pow2 = (tl.parts & (tl.parts - 1)) == 0;
-  const std::size_t end = min(tl.rows, (t + 1) * tl.tile_rows);
-  // Every lane runs the same number of rounds, for the warp-wide counting.
-  for (std::size_t base = t * tl.tile_rows; base < end; base += blockDim.x) {
-    const std::size_t row = base + threadIdx.x;
-    std::uint32_t p[1] = {no_partition};
-    if (row < end) {
-      p[0] = partition_of(detail::hash_row(keys, nkeys, row, seed), tl, pow2);
-      pid[row] = static_cast<PidT>(p[0]);
-    }
-    add_counts(p, tl, t, counts, hist);
-  }
-  finish_counts(tl, t, counts, hist);
-}
-
-/// Rows a thread of count_fixed_kernel hashes per round.
-constexpr unsigned count_items = 8;
-
-/// Pass 1 for the usual key, one column of 4- or 8-byte values without nulls, 16-byte aligned:
-/// each thread loads count_items consecutive keys in 16-byte vectors, hashes them exactly as
-/// hash_row does, and stores their partitions in 16-byte vectors. The generic kernel spends
-/// ~150 instructions per row on the per-row type dispatch and column lookups; this one a few
-/// dozen.
-template <typename T, typename PidT>
-__global__ void __launch_bounds__(block_threads)
-    count_fixed_kernel(const T* __restrict__ key, std::uint32_t seed, Tiling tl,
-                       PidT* __restrict__ pid, std::uint32_t* hist) {
-  static_assert(count_items * sizeof(T) % 16 == 0 && count_items * sizeof(PidT) % 16 == 0);
-  extern __shared__ std::uint32_t counts[];
-  const std::size_t t = blockIdx.x;
-  start_counts(tl, counts);
-  const bool pow2 = (tl.parts & (tl.parts - 1)) == 0;
-  const std::size_t end = min(tl.rows, (t + 1) * tl.tile_rows);
-  for (std::size_t base = t * tl.tile_rows; base < end; base += block_threads * count_items) {
-    const std::size_t first = base + threadIdx.x * std::size_t{count_items};
-    std::uint32_t p[count_items];
-    if (first + count_items <= end) {
-      T v[count_items];
-#pragma unroll
-      for (unsigned i = 0; i < count_items * sizeof(T) / 16; ++i) {
-        reinterpret_cast<uint4*>(v)[i] = reinterpret_cast<const uint4*>(key + first)[i];
-      }
-      PidT out[count_items];
-#pragma unroll
-      for (unsigned i = 0; i < count_items; ++i) {
-        p[i] = partition_of(hash_combine(0U, hash_value(v[i], seed)), tl, pow2);
-        out[i] = static_cast<PidT>(p[i]);
-      }
-#pragma unroll
-      for (unsigned i = 0; i < count_items * sizeof(PidT) / 16; ++i) {
-        reinterpret_cast<uint4*>(pid + first)[i] = reinterpret_cast<const uint4*>(out)[i];
-      }
-    } else {  // the tile's last, partial group
-#pragma unroll
-      for (unsigned i = 0; i < count_items; ++i) {
-        p[i] = no_partition;
-        if (first + i < end) {
-          p[i] = partition_of(hash_combine(0U, hash_value(key[first + i], seed)), tl, pow2);
-          pid[first + i] = static_cast<PidT>(p[i]);
-        }
-      }
-    }
-    add_counts(p, tl, t, counts, hist);
-  }
-  finish_counts(tl, t, counts, hist);
-}
-
-/// starts[p] = scanned[p * tiles] for p <= parts (scanned[parts * tiles] is the total).
-__global__ void starts_kernel(const std::uint32_t* scanned, Tiling tl, std::uint32_t* starts) {
-  const std::size_t p = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  if (p <= tl.parts) starts[p] = scanned[p * tl.tiles];
-}
-
-/// scanned[p * tiles + t] -= starts[p]: where each tile's rows go within their partition.
-__global__ void relative_kernel(std::uint32_t* scanned, Tiling tl, const std::uint32_t* starts) {
-  const std::size_t e = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  if (e < tl.parts * tl.tiles) scanned[e] -= starts[e / tl.tiles];
+/// Whether place_kernel advances the cursors in global memory (each launch needs a copy).
+inline bool place_advances(const Tiling& tl) {
+  return !tl.shared_counts();
 }
 
 template <typename PidT>
@@ -336,20 +142,31 @@ __device__ __forceinline__ void place_group(const Placement& pl, const std::byte
   }
 }
 
-/// Pass 3. `cursors[p * tiles + t]` starts as the scan (Positions: absolute, each row's place
-/// in partitioned order goes to `pos`; otherwise relative to the partition's start, see
-/// relative_kernel) and is advanced as rows are placed. Otherwise every fixed-width
+/// Pass 3. `cursors` are the scan's (relative to the partition starts; see Tiling), advanced
+/// as rows are placed in shared memory, or in place with too many partitions for that (then
+/// each launch needs its own copy: place_advances). The launch takes tiles from first_tile
+/// on. Positions: each row's place in partitioned order (the partition's start in `starts`
+/// added) goes to `pos`, pos[0] being the first tile's first row's. Otherwise every fixed-width
 /// column's values and every validity bit go to `dest`: a group of columns at a time is loaded
 /// into shared memory (cp.async, all of the group's loads in flight at once: the pass waits on
 /// memory, so bytes in flight are its bandwidth), then placed from there in sorted order.
 template <typename PidT, bool Positions>
 __global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
-    place_kernel(const PidT* pid, Tiling tl, std::uint32_t* cursors, std::uint32_t* pos,
-                 const DeviceColumn* cols, std::uint32_t ncols, const Dest* dest) {
+    place_kernel(const PidT* pid, Tiling tl, std::size_t first_tile, std::uint32_t* cursors,
+                 const std::uint32_t* starts, std::uint32_t* pos, const DeviceColumn* cols,
+                 std::uint32_t ncols, const Dest* dest) {
   __shared__ PlaceShared<PidT> sh;
+  extern __shared__ std::uint32_t shared_cursors[];  // place_cursor_bytes(tl)
   using Sh = PlaceShared<PidT>;
-  const std::size_t t = blockIdx.x;
+  const std::size_t t = first_tile + blockIdx.x;
   const std::size_t end = min(tl.rows, (t + 1) * tl.tile_rows);
+  // The tile's cursors, advanced as its rows are placed: a copy in shared memory, or (too many
+  // partitions) the tile's run of `cursors` itself.
+  std::uint32_t* cur = cursors + tl.at(t, 0);
+  if (tl.shared_counts()) {
+    for (std::uint32_t p = threadIdx.x; p < tl.parts; p += blockDim.x) shared_cursors[p] = cur[p];
+    cur = shared_cursors;  // read after the barrier at the top of the loop
+  }
   for (std::size_t sub = t * tl.tile_rows; sub < end; sub += sub_rows) {
     const auto n = static_cast<std::uint32_t>(min(sub_rows, end - sub));
     alignas(16) PidT keys[place_items];
@@ -387,17 +204,20 @@ __global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
     for (unsigned i = 0; i < place_items; ++i) {
       const unsigned k = threadIdx.x * place_items + i;
       if (k >= n) continue;
-      sh.at[k] = cursors[keys[i] * tl.tiles + t] + (k - run[i]);
+      sh.at[k] = cur[keys[i]] + (k - run[i]);
     }
     __syncthreads();  // every cursor is read before the run ends advance them
     for (unsigned i = 0; i < place_items; ++i) {
       const unsigned k = threadIdx.x * place_items + i;
       if (k < n && (k + 1 == n || sh.pid[k + 1] != keys[i])) {
-        cursors[keys[i] * tl.tiles + t] += k - run[i] + 1;
+        cur[keys[i]] += k - run[i] + 1;
       }
     }
     if constexpr (Positions) {
-      for (std::uint32_t k = threadIdx.x; k < n; k += blockDim.x) pos[sub + sh.src[k]] = sh.at[k];
+      const std::size_t row0 = first_tile * tl.tile_rows;  // pos[0] is this row's
+      for (std::uint32_t k = threadIdx.x; k < n; k += blockDim.x) {
+        pos[sub - row0 + sh.src[k]] = starts[sh.pid[k]] + sh.at[k];
+      }
     } else {
       Placement pl;
 #pragma unroll
@@ -462,7 +282,7 @@ __global__ void __launch_bounds__(block_threads)
   const unsigned lower = (1U << lane) - 1U;  // the lanes before this one
   const std::size_t t = blockIdx.x;
   const std::size_t end = min(tl.rows, (t + 1) * tl.tile_rows);
-  if (threadIdx.x < tl.parts) next[threadIdx.x] = cursors[threadIdx.x * tl.tiles + t];
+  if (threadIdx.x < tl.parts) next[threadIdx.x] = cursors[tl.at(t, threadIdx.x)];
   for (std::size_t sub = t * tl.tile_rows; sub < end; sub += sub_rows) {
     const std::size_t first = sub + warp * (32 * place_items) + lane;  // this lane's first row
     std::uint32_t p[place_items];
@@ -513,6 +333,64 @@ __global__ void __launch_bounds__(block_threads)
           set_valid(d[p[i]], at[i]);
       }
     }
+  }
+}
+
+/// Rows a thread of scatter_kernel moves.
+constexpr unsigned scatter_items = 4;
+
+/// Pass 3 with many partitions (wide_partitions), for rows [row0, row0 + rows): each row's
+/// value of column blockIdx.y goes straight to its place, pos[row - row0] (its place in
+/// partitioned order, from place_kernel<Positions>). The sorted sub-tiles of place_kernel give
+/// runs of 2048 / P rows, too short to write whole sectors, and with every column written at
+/// once the sectors left open across the blocks in flight outgrow L2 (1024 partitions: 0.04
+/// of the copy ceiling). One column at a time, the rows in flight are a window of
+/// consecutive rows, so each partition's writes are one short run that L2 completes before it
+/// writes it back.
+/// Contiguous: the partitions of each column are one run in partition order (hash_partition,
+/// PartitionPlan), so a row's place is pos itself in partition 0's destination, with no
+/// partition id, start or destination to look up per row.
+template <typename PidT, bool Contiguous>
+__global__ void __launch_bounds__(block_threads)
+    scatter_kernel(const PidT* pid, const std::uint32_t* pos, const std::uint32_t* starts,
+                   std::size_t row0, std::size_t rows, const DeviceColumn* cols,
+                   std::uint32_t parts, const Dest* dest) {
+  const DeviceColumn& col = cols[blockIdx.y];
+  const Dest* d = dest + std::size_t{blockIdx.y} * parts;
+  const std::size_t first = blockIdx.x * std::size_t{block_threads} * scatter_items + threadIdx.x;
+  std::uint32_t p[scatter_items];
+  std::uint32_t at[scatter_items];
+#pragma unroll
+  for (unsigned i = 0; i < scatter_items; ++i) {
+    const std::size_t r = first + i * block_threads;
+    if constexpr (Contiguous) {
+      p[i] = 0;
+      at[i] = r < rows ? pos[r] : 0;
+    } else {
+      p[i] = r < rows ? static_cast<std::uint32_t>(pid[row0 + r]) : 0;
+      at[i] = r < rows ? pos[r] - starts[p[i]] : 0;
+    }
+  }
+  if (col.width != 0) {  // STRING: string_kernel
+    detail::with_width(col.width, [&]<typename T>() {
+      const T* src = reinterpret_cast<const T*>(col.data) + row0;
+      T v[scatter_items];
+#pragma unroll
+      for (unsigned i = 0; i < scatter_items; ++i) {
+        const std::size_t r = first + i * block_threads;
+        if (r < rows) v[i] = src[r];
+      }
+#pragma unroll
+      for (unsigned i = 0; i < scatter_items; ++i) {
+        if (first + i * block_threads < rows) reinterpret_cast<T*>(d[p[i]].data)[at[i]] = v[i];
+      }
+    });
+  }
+  if (col.mask == nullptr) return;
+#pragma unroll
+  for (unsigned i = 0; i < scatter_items; ++i) {
+    const std::size_t r = first + i * block_threads;
+    if (r < rows && detail::is_valid(col, row0 + r)) set_valid(d[p[i]], at[i]);
   }
 }
 

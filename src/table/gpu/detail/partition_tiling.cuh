@@ -1,0 +1,110 @@
+#pragma once
+// The tiling of hash partitioning on the GPU and what its passes share (constants, the
+// destinations), included by count_kernels.cuh and place_kernels.cuh, which partition.cu (the
+// host drivers and the public calls, whose first lines describe the passes) includes.
+
+#include <spillway/table/gpu.hpp>
+
+#include "table/gpu/detail/device_column.cuh"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+
+namespace spillway::gpu {
+
+namespace {  // (one translation unit includes it: partition.cu)
+
+using detail::as;
+using detail::DeviceColumn;
+using detail::raw;
+
+constexpr unsigned block_threads = 256;
+constexpr unsigned full_mask = 0xFFFFFFFFU;
+constexpr std::uint32_t no_partition = std::numeric_limits<std::uint32_t>::max();
+/// The place pass sorts sub-tiles of block_threads x place_items rows.
+constexpr unsigned place_items = 8;
+constexpr std::size_t sub_rows = std::size_t{block_threads} * place_items;
+/// Shared memory for the fixed-width values of a group of columns of one sub-tile (3 int32
+/// columns); more would take the block past 48 KiB of static shared memory, and two stages
+/// (loading one group while placing another) measured slower: 1.28-1.38 ms against 1.09.
+constexpr std::size_t stage_bytes = 24 * 1024;
+/// The place pass's blocks per multiprocessor: lets ptxas take the 80 registers it needs
+/// without spilling (left alone it chose 64 and spilled; capped at 4 blocks it was 5% slower).
+constexpr unsigned place_blocks_per_sm = 3;
+/// Partitions up to which the count pass sums a warp's rows per partition (one warp sum and
+/// one atomic each) instead of grouping equal partitions with __match_any_sync.
+constexpr std::uint32_t few_partitions = 16;
+/// Partitions up to which the place pass ranks rows within warps (split_place_kernel) instead
+/// of sorting sub-tiles (place_kernel): 0.67 against 0.58 of the copy ceiling at 2 partitions,
+/// 0.50 against 0.52 at 4, and worse beyond (bench/NOTES.md).
+constexpr std::uint32_t split_partitions = 2;
+/// The same for PartitionPlan, which places a few columns per call: the sort pass repeats its
+/// per-row work (the sort) for each call, the warp split only its rank computation.
+constexpr std::uint32_t plan_split_partitions = 4;
+/// Partitions up to which the count pass keeps its counters, and the place pass its cursors,
+/// in shared memory (16 KiB).
+constexpr std::size_t shared_count_partitions = 4096;
+/// Partitions from which pass 3 finds each row's place first and then scatters the columns
+/// one at a time (scatter_kernel) instead of writing sorted sub-tiles of every column.
+inline std::uint32_t wide_partitions() {
+  static const std::uint32_t n = [] {  // SPILLWAY_EXP_WIDE: for measuring only
+    const char* v = std::getenv("SPILLWAY_EXP_WIDE");
+    return v != nullptr && std::atoi(v) > 0 ? static_cast<std::uint32_t>(std::atoi(v)) : 512U;
+  }();
+  return n;
+}
+/// The wide pass 3 finds the places of this many chunks of rows one after another (each
+/// chunk's columns scattered before the next), so that their scratch is a fraction of the rows.
+constexpr std::size_t wide_chunks = 4;
+/// Rows per partition in a tile, on average: the counts are one word per partition and tile,
+/// so 8 keeps them, and the scan's passes over them, at about half a byte per row.
+inline std::size_t tile_partition_rows() {
+  static const std::size_t n = [] {  // SPILLWAY_EXP_TILE_PART_ROWS: for measuring only
+    const char* v = std::getenv("SPILLWAY_EXP_TILE_PART_ROWS");
+    return v != nullptr && std::atoi(v) > 0 ? static_cast<std::size_t>(std::atoi(v)) : 8;
+  }();
+  return n;
+}
+
+/// Where partition p's rows of column c go (dest[c * P + p]).
+struct Dest {
+  std::byte* data;         // first row (fixed width) or character 0 of the partition
+  std::int32_t* offsets;   // the partition's offsets (STRING): entry i + 1 is row i's end
+  std::uint32_t* mask;     // the bitmap holding the partition's validity bits, as words
+  std::uint64_t mask_bit;  // bit of the partition's first row in `mask`
+  std::uint64_t char_sub;  // subtracted from global character positions (STRING)
+};
+
+/// Each block of the count and place passes owns a tile of consecutive rows. The counts (then
+/// the cursors: where each tile's next row of each partition goes, relative to the
+/// partition's start) are one word per tile and partition, laid out tile by tile
+/// (at(t, p) = t * parts + p): each block reads and writes its own as one run.
+struct Tiling {
+  std::size_t rows;
+  std::uint32_t parts;
+  int bits;               // radix sort bits: enough for parts - 1
+  std::size_t tile_rows;  // a multiple of sub_rows
+  std::size_t tiles;
+
+  Tiling(std::size_t r, std::size_t p)
+      : rows{r},
+        parts{static_cast<std::uint32_t>(p)},
+        bits{std::max(1, static_cast<int>(std::bit_width(p - 1)))},
+        tile_rows{std::max<std::size_t>(1, (tile_partition_rows() * p + sub_rows - 1) / sub_rows) *
+                  sub_rows},
+        tiles{(r + tile_rows - 1) / tile_rows} {}
+  [[nodiscard]] __host__ __device__ bool shared_counts() const {
+    return parts <= shared_count_partitions;
+  }
+  [[nodiscard]] __host__ __device__ std::size_t at(std::size_t t, std::uint32_t p) const {
+    return t * parts + p;
+  }
+  [[nodiscard]] std::size_t counts() const { return tiles * parts; }
+};
+
+}  // namespace
+
+}  // namespace spillway::gpu
