@@ -32,7 +32,7 @@ struct Fixture {
   std::size_t bytes;
   double ceiling_tbps;  // device copy, read + write
 
-  explicit Fixture(Input in) : table(make(in, br, stream)), bytes{table.view().total_bytes()} {
+  explicit Fixture(Input in) : table(make(in, br, stream)), bytes{table.total_bytes()} {
     ceiling_tbps = copy_tbps();
   }
   static BufferResourceConfig config() {

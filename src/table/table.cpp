@@ -14,6 +14,16 @@ std::size_t TableView::total_bytes() const noexcept {
   return n;
 }
 
+std::size_t Table::total_bytes() const noexcept {
+  std::size_t n = 0;
+  for (const auto& c : columns_) {
+    n += c.data().size();
+    if (c.offsets() != nullptr) n += c.offsets()->size();
+    if (c.null_mask() != nullptr) n += c.null_mask()->size();
+  }
+  return n;
+}
+
 Column::Column(TypeId type, std::size_t rows, std::unique_ptr<Buffer> data,
                std::unique_ptr<Buffer> offsets, std::unique_ptr<Buffer> null_mask)
     : type_{type},

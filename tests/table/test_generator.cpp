@@ -84,3 +84,17 @@ TEST(RandomTable, ZipfKeysFollowTheirLaw) {
   o.zipf = -1;
   EXPECT_THROW((void)random_table(o, br), logic_error);
 }
+
+// Table::total_bytes counts the buffers, for any tier; on the host it equals the view's.
+TEST(RandomTable, TotalBytesOfTheTableAndOfItsView) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  RandomTableOptions o;
+  o.rows = 1000;
+  o.types = {TypeId::INT32, TypeId::STRING, TypeId::INT64};
+  o.null_fraction = 0.2;
+  const Table t = random_table(o, br);
+  EXPECT_EQ(t.total_bytes(), t.view().total_bytes());
+  EXPECT_GT(t.total_bytes(), 1000U * 12);
+  EXPECT_EQ(Table{}.total_bytes(), 0U);
+}

@@ -60,7 +60,8 @@ struct TableView {
   [[nodiscard]] std::size_t num_rows() const noexcept {
     return columns.empty() ? 0 : columns.front().size;
   }
-  /// Bytes of all data, offsets and masks (what a pack copies).
+  /// Bytes of all data, offsets and masks (what a pack copies). Reads the last offset of each
+  /// STRING column: host-accessible columns only (Table::total_bytes takes any tier).
   [[nodiscard]] std::size_t total_bytes() const noexcept;
 };
 

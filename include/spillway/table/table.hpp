@@ -49,6 +49,9 @@ class Table {
   [[nodiscard]] const Column& column(std::size_t i) const { return columns_.at(i); }
   [[nodiscard]] const std::vector<std::string>& names() const noexcept { return names_; }
   [[nodiscard]] TableView view() const;
+  /// Bytes of all data, offsets and masks, from the buffers' sizes: for a table in any tier
+  /// (TableView::total_bytes reads STRING offsets, so it takes host-accessible columns only).
+  [[nodiscard]] std::size_t total_bytes() const noexcept;
   /// Hands the columns over (to free them one at a time); the table is left empty.
   [[nodiscard]] std::vector<Column> release() && noexcept;
 

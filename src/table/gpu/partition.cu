@@ -316,7 +316,7 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
   auto d_dest = detail::to_device(dest, br, stream);
   const auto* cols = as<const DeviceColumn>(*d_cols);
   const auto* d = as<const Dest>(*d_dest);
-  if (parts < wide_partitions()) {
+  if (parts < wide_partitions) {
     place_rows(counted, as<std::uint32_t>(hist), cols, ncols, d, stream);
   } else if (pos) {  // found for the STRING columns already
     scatter_rows(counted, as<const std::uint32_t>(*pos), 0, rows, cols, ncols, d, contiguous,
@@ -476,7 +476,7 @@ void PartitionPlan::place(std::size_t first, std::size_t last, std::span<std::by
   std::visit(
       [&](const auto& c) {
         const auto* cols = as<const DeviceColumn>(*s.columns) + first;
-        if (parts >= wide_partitions()) {  // the rows' places once, then scatters per call
+        if (parts >= wide_partitions) {  // the rows' places once, then scatters per call
           if (!s.pos) {
             s.pos = s.br.allocate(MemoryType::DEVICE, c.tl.rows * sizeof(std::uint32_t), stream);
             launch_place<typename std::decay_t<decltype(c)>::Pid, true>(

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 
 namespace spillway::gpu {
@@ -48,26 +47,17 @@ constexpr std::uint32_t plan_split_partitions = 4;
 /// in shared memory (16 KiB).
 constexpr std::size_t shared_count_partitions = 4096;
 /// Partitions from which pass 3 finds each row's place first and then scatters the columns
-/// one at a time (scatter_kernel) instead of writing sorted sub-tiles of every column.
-inline std::uint32_t wide_partitions() {
-  static const std::uint32_t n = [] {  // SPILLWAY_EXP_WIDE: for measuring only
-    const char* v = std::getenv("SPILLWAY_EXP_WIDE");
-    return v != nullptr && std::atoi(v) > 0 ? static_cast<std::uint32_t>(std::atoi(v)) : 512U;
-  }();
-  return n;
-}
+/// one at a time (scatter_kernel) instead of writing sorted sub-tiles of every column: on one
+/// H200 the sort won at 256 (0.21 against 0.09 of the copy) and lost at 1024 (0.05 against
+/// 0.07) and 4096 (0.02 against 0.04; bench/NOTES.md).
+constexpr std::uint32_t wide_partitions = 512;
 /// The wide pass 3 finds the places of this many chunks of rows one after another (each
 /// chunk's columns scattered before the next), so that their scratch is a fraction of the rows.
 constexpr std::size_t wide_chunks = 4;
 /// Rows per partition in a tile, on average: the counts are one word per partition and tile,
-/// so 8 keeps them, and the scan's passes over them, at about half a byte per row.
-inline std::size_t tile_partition_rows() {
-  static const std::size_t n = [] {  // SPILLWAY_EXP_TILE_PART_ROWS: for measuring only
-    const char* v = std::getenv("SPILLWAY_EXP_TILE_PART_ROWS");
-    return v != nullptr && std::atoi(v) > 0 ? static_cast<std::size_t>(std::atoi(v)) : 8;
-  }();
-  return n;
-}
+/// so 8 keeps them, and the scan's passes over them, at about half a byte per row (16 measured
+/// no faster).
+constexpr std::size_t tile_partition_rows = 8;
 
 /// Where partition p's rows of column c go (dest[c * P + p]).
 struct Dest {
@@ -93,7 +83,7 @@ struct Tiling {
       : rows{r},
         parts{static_cast<std::uint32_t>(p)},
         bits{std::max(1, static_cast<int>(std::bit_width(p - 1)))},
-        tile_rows{std::max<std::size_t>(1, (tile_partition_rows() * p + sub_rows - 1) / sub_rows) *
+        tile_rows{std::max<std::size_t>(1, (tile_partition_rows * p + sub_rows - 1) / sub_rows) *
                   sub_rows},
         tiles{(r + tile_rows - 1) / tile_rows} {}
   [[nodiscard]] __host__ __device__ bool shared_counts() const {
