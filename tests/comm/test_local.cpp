@@ -147,6 +147,9 @@ TEST(ProgressThread, BacksOffWhileEveryFunctionIsIdle) {
       "CPU seconds in 0.5 s of waiting: %.3f polling, %.3f backing off (%.1f%% of a core)\n",
       spinning, backing_off, 100 * backing_off / 0.5);
   EXPECT_LT(backing_off, 0.1 * 0.5) << "the idle thread kept polling";
+  // A polling thread that got under a quarter of a core had no core to poll on (CI's two
+  // cores busy with other tests: 0.020 s once), so it cannot show the difference.
+  if (spinning < 0.25 * 0.5) GTEST_SKIP() << "the machine is too busy to compare";
   EXPECT_GT(spinning, 5 * backing_off);
 }
 

@@ -185,7 +185,8 @@ bool advances(const Counted<PidT>& counted, bool wide_split) {
 template <typename PidT, bool Positions>
 void launch_place(const Counted<PidT>& counted, std::size_t first_tile, std::size_t tiles,
                   std::uint32_t* cursors, std::uint32_t* pos, const DeviceColumn* cols,
-                  std::size_t ncols, const Dest* dest, Stream stream) {
+                  std::size_t ncols, const Dest* dest, Stream stream,
+                  const std::uint32_t* tile_offsets = nullptr) {
   const Tiling& tl = counted.tl;
   if (tiles == 0) return;
   const std::size_t smem = place_cursor_bytes(tl);
@@ -194,7 +195,51 @@ void launch_place(const Counted<PidT>& counted, std::size_t first_tile, std::siz
                                          static_cast<int>(smem)));
   kernel<<<static_cast<unsigned>(tiles), block_threads, smem, raw(stream)>>>(
       as<const PidT>(*counted.pid), tl, first_tile, cursors,
-      as<const std::uint32_t>(*counted.starts), pos, cols, static_cast<std::uint32_t>(ncols), dest);
+      as<const std::uint32_t>(*counted.starts), tile_offsets, pos, cols,
+      static_cast<std::uint32_t>(ncols), dest);
+  check_launch();
+}
+
+/// Whether the wide pass 3 stages its columns (staged_scatter_kernel) for columns up to
+/// `max_width` bytes: cursors in shared memory and a tile's values within staged_max_bytes.
+bool stages(const Tiling& tl, std::size_t max_width) {
+  return tl.shared_counts() &&
+         staged_bytes(tl, std::max<std::size_t>(1, max_width)) <= staged_max_bytes;
+}
+
+/// The tiles' offsets for staged_scatter_kernel (`cursors` as the scan left them).
+template <typename PidT>
+std::unique_ptr<Buffer> tile_offsets(const Counted<PidT>& counted, const std::uint32_t* cursors,
+                                     BufferResource& br, Stream stream) {
+  const Tiling& tl = counted.tl;
+  auto out = br.allocate(MemoryType::DEVICE,
+                         std::max<std::size_t>(1, tl.counts()) * sizeof(std::uint32_t), stream);
+  if (tl.tiles > 0) {
+    tile_offsets_kernel<<<static_cast<unsigned>(tl.tiles), block_threads, 0, raw(stream)>>>(
+        cursors, as<const std::uint32_t>(*counted.starts), tl, as<std::uint32_t>(*out));
+    check_launch();
+  }
+  return out;
+}
+
+/// Launches staged_scatter_kernel on `tiles` tiles from `first_tile`: `rank` from
+/// place_kernel with `offsets` (rank[0] the first tile's first row's).
+template <typename PidT>
+void staged_scatter(const Counted<PidT>& counted, const std::uint32_t* cursors,
+                    const std::uint32_t* rank, const std::uint32_t* offsets, std::size_t first_tile,
+                    std::size_t tiles, const DeviceColumn* cols, std::size_t ncols,
+                    std::size_t max_width, const Dest* dest, bool contiguous, Stream stream) {
+  if (tiles == 0 || ncols == 0) return;
+  const Tiling& tl = counted.tl;
+  const std::size_t smem = staged_bytes(tl, std::max<std::size_t>(1, max_width));
+  auto* kernel =
+      contiguous ? &staged_scatter_kernel<PidT, true> : &staged_scatter_kernel<PidT, false>;
+  SPILLWAY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(ncols));
+  kernel<<<grid, staged_threads, smem, raw(stream)>>>(as<const PidT>(*counted.pid), rank, cursors,
+                                                      as<const std::uint32_t>(*counted.starts),
+                                                      offsets, tl, first_tile, cols, dest);
   check_launch();
 }
 
@@ -219,22 +264,40 @@ void scatter_rows(const Counted<PidT>& counted, const std::uint32_t* pos, std::s
 /// columns scattered before the next chunk's places are found.
 template <typename PidT>
 void place_wide(const Counted<PidT>& counted, std::uint32_t* cursors, const DeviceColumn* cols,
-                std::size_t ncols, const Dest* dest, bool contiguous, BufferResource& br,
-                Stream stream) {
+                std::size_t ncols, std::size_t max_width, const Dest* dest, bool contiguous,
+                BufferResource& br, Stream stream) {
   const Tiling& tl = counted.tl;
   const std::size_t per = (tl.tiles + wide_chunks - 1) / wide_chunks;
   if (per == 0) return;
+  const bool staged = stages(tl, max_width);
+  std::unique_ptr<Buffer> offsets;
+  if (staged) offsets = tile_offsets(counted, cursors, br, stream);
   auto pos = br.allocate(MemoryType::DEVICE,
                          std::min(tl.rows, per * tl.tile_rows) * sizeof(std::uint32_t), stream);
   for (std::size_t t0 = 0; t0 < tl.tiles; t0 += per) {
     const std::size_t n = std::min(per, tl.tiles - t0);
     launch_place<PidT, true>(counted, t0, n, cursors, as<std::uint32_t>(*pos), nullptr, 0, nullptr,
-                             stream);
+                             stream, staged ? as<const std::uint32_t>(*offsets) : nullptr);
     const std::size_t row0 = t0 * tl.tile_rows;
-    scatter_rows(counted, as<const std::uint32_t>(*pos), row0,
-                 std::min(tl.rows, (t0 + n) * tl.tile_rows) - row0, cols, ncols, dest, contiguous,
-                 stream);
+    if (staged) {
+      staged_scatter(counted, cursors, as<const std::uint32_t>(*pos),
+                     as<const std::uint32_t>(*offsets), t0, n, cols, ncols, max_width, dest,
+                     contiguous, stream);
+    } else {
+      scatter_rows(counted, as<const std::uint32_t>(*pos), row0,
+                   std::min(tl.rows, (t0 + n) * tl.tile_rows) - row0, cols, ncols, dest, contiguous,
+                   stream);
+    }
   }
+}
+
+/// The widest fixed-width column of `t` among [first, last) (0: none).
+std::size_t max_width(const TableView& t, std::size_t first, std::size_t last) {
+  std::size_t w = 0;
+  for (std::size_t c = first; c < last; ++c) {
+    if (is_fixed_width(t.columns[c].type)) w = std::max(w, size_of(t.columns[c].type));
+  }
+  return w;
 }
 
 template <typename PidT>
@@ -322,7 +385,8 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
     scatter_rows(counted, as<const std::uint32_t>(*pos), 0, rows, cols, ncols, d, contiguous,
                  stream);
   } else {
-    place_wide(counted, as<std::uint32_t>(hist), cols, ncols, d, contiguous, br, stream);
+    place_wide(counted, as<std::uint32_t>(hist), cols, ncols, max_width(table, 0, ncols), d,
+               contiguous, br, stream);
   }
   for (std::size_t c = 0; c < ncols; ++c) {
     if (table.columns[c].type != TypeId::STRING) continue;
@@ -417,7 +481,10 @@ struct PartitionPlan::Impl {
   std::variant<Counted<std::uint16_t>, Counted<std::uint32_t>> counted;
   std::unique_ptr<Buffer> columns;  // the table's DeviceColumns
   std::vector<std::size_t> offsets;
-  std::unique_ptr<Buffer> pos;  // many partitions: each row's place, found by the first place()
+  // Many partitions: each row's place, or its rank in its tile with the tiles' offsets
+  // (staged), found by the first place().
+  std::unique_ptr<Buffer> pos;
+  std::unique_ptr<Buffer> tile_offsets;
 };
 
 PartitionPlan::PartitionPlan(const TableView& table, std::span<const std::size_t> keys,
@@ -436,7 +503,7 @@ PartitionPlan::PartitionPlan(const TableView& table, std::span<const std::size_t
           ? Counts{count_rows<std::uint16_t>(table, keys, num_partitions, seed, br, stream)}
           : Counts{count_rows<std::uint32_t>(table, keys, num_partitions, seed, br, stream)};
   auto columns = detail::to_device(device_columns(table), br, stream);
-  impl_.reset(new Impl{table, br, std::move(counted), std::move(columns), {}, nullptr});
+  impl_.reset(new Impl{table, br, std::move(counted), std::move(columns), {}, nullptr, nullptr});
   std::visit(
       [&](auto& c) {
         std::vector<std::uint32_t> starts(num_partitions + 1);
@@ -477,14 +544,26 @@ void PartitionPlan::place(std::size_t first, std::size_t last, std::span<std::by
       [&](const auto& c) {
         const auto* cols = as<const DeviceColumn>(*s.columns) + first;
         if (parts >= wide_partitions) {  // the rows' places once, then scatters per call
+          // (staged for the table's widest column, so that every call may stage)
+          const std::size_t widest = max_width(s.table, 0, s.table.num_columns());
+          const bool staged = stages(c.tl, widest);
+          const auto* cursors = as<const std::uint32_t>(*c.hist);
           if (!s.pos) {
+            if (staged) s.tile_offsets = tile_offsets(c, cursors, s.br, stream);
             s.pos = s.br.allocate(MemoryType::DEVICE, c.tl.rows * sizeof(std::uint32_t), stream);
             launch_place<typename std::decay_t<decltype(c)>::Pid, true>(
                 c, 0, c.tl.tiles, as<std::uint32_t>(*c.hist), as<std::uint32_t>(*s.pos), nullptr, 0,
-                nullptr, stream);
+                nullptr, stream, staged ? as<const std::uint32_t>(*s.tile_offsets) : nullptr);
           }
-          scatter_rows(c, as<const std::uint32_t>(*s.pos), 0, c.tl.rows, cols, last - first,
-                       as<const Dest>(*d_dest), /*contiguous=*/true, stream);
+          if (staged) {
+            staged_scatter(c, cursors, as<const std::uint32_t>(*s.pos),
+                           as<const std::uint32_t>(*s.tile_offsets), 0, c.tl.tiles, cols,
+                           last - first, widest, as<const Dest>(*d_dest),
+                           /*contiguous=*/true, stream);
+          } else {
+            scatter_rows(c, as<const std::uint32_t>(*s.pos), 0, c.tl.rows, cols, last - first,
+                         as<const Dest>(*d_dest), /*contiguous=*/true, stream);
+          }
           return;
         }
         // Where the place pass advances its cursors in place, each call works on a copy.

@@ -146,15 +146,17 @@ __device__ __forceinline__ void place_group(const Placement& pl, const std::byte
 /// as rows are placed in shared memory, or in place with too many partitions for that (then
 /// each launch needs its own copy: place_advances). The launch takes tiles from first_tile
 /// on. Positions: each row's place in partitioned order (the partition's start in `starts`
-/// added) goes to `pos`, pos[0] being the first tile's first row's. Otherwise every fixed-width
+/// added) goes to `pos`, pos[0] being the first tile's first row's; with `tile_offsets`
+/// (tile_offsets_kernel; cursors in shared memory only) its rank in its tile's partitioned
+/// order instead, for staged_scatter_kernel. Otherwise every fixed-width
 /// column's values and every validity bit go to `dest`: a group of columns at a time is loaded
 /// into shared memory (cp.async, all of the group's loads in flight at once: the pass waits on
 /// memory, so bytes in flight are its bandwidth), then placed from there in sorted order.
 template <typename PidT, bool Positions>
 __global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
     place_kernel(const PidT* pid, Tiling tl, std::size_t first_tile, std::uint32_t* cursors,
-                 const std::uint32_t* starts, std::uint32_t* pos, const DeviceColumn* cols,
-                 std::uint32_t ncols, const Dest* dest) {
+                 const std::uint32_t* starts, const std::uint32_t* tile_offsets, std::uint32_t* pos,
+                 const DeviceColumn* cols, std::uint32_t ncols, const Dest* dest) {
   __shared__ PlaceShared<PidT> sh;
   extern __shared__ std::uint32_t shared_cursors[];  // place_cursor_bytes(tl)
   using Sh = PlaceShared<PidT>;
@@ -216,7 +218,12 @@ __global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
     if constexpr (Positions) {
       const std::size_t row0 = first_tile * tl.tile_rows;  // pos[0] is this row's
       for (std::uint32_t k = threadIdx.x; k < n; k += blockDim.x) {
-        pos[sub - row0 + sh.src[k]] = starts[sh.pid[k]] + sh.at[k];
+        const std::uint32_t q = sh.pid[k];
+        // tile_offsets: the row's rank in its tile's partitioned order instead (the cursors
+        // are the tile's first places, unchanged: advanced in shared memory)
+        pos[sub - row0 + sh.src[k]] =
+            tile_offsets == nullptr ? starts[q] + sh.at[k]
+                                    : tile_offsets[tl.at(t, q)] + (sh.at[k] - cursors[tl.at(t, q)]);
       }
     } else {
       Placement pl;
@@ -391,6 +398,131 @@ __global__ void __launch_bounds__(block_threads)
   for (unsigned i = 0; i < scatter_items; ++i) {
     const std::size_t r = first + i * block_threads;
     if (r < rows && detail::is_valid(col, row0 + r)) set_valid(d[p[i]], at[i]);
+  }
+}
+
+/// tile_offsets[at(t, p)]: where partition p's rows start in tile t's partitioned order (the
+/// exclusive sum over partitions of the tile's rows per partition, from the cursors). One
+/// block per tile.
+__global__ void __launch_bounds__(block_threads)
+    tile_offsets_kernel(const std::uint32_t* cursors, const std::uint32_t* starts, Tiling tl,
+                        std::uint32_t* tile_offsets) {
+  using Scan = cub::BlockScan<std::uint32_t, block_threads>;
+  __shared__ typename Scan::TempStorage temp;
+  __shared__ std::uint32_t carry;
+  const std::size_t t = blockIdx.x;
+  if (threadIdx.x == 0) carry = 0;
+  for (std::uint32_t base = 0; base < tl.parts; base += block_threads) {
+    const std::uint32_t p = base + threadIdx.x;
+    std::uint32_t rows = 0;
+    if (p < tl.parts) {
+      const std::uint32_t next =
+          t + 1 < tl.tiles ? cursors[tl.at(t + 1, p)] : starts[p + 1] - starts[p];
+      rows = next - cursors[tl.at(t, p)];
+    }
+    std::uint32_t before = 0;
+    std::uint32_t total = 0;
+    __syncthreads();  // `carry` from the last round is written
+    const std::uint32_t c = carry;
+    Scan(temp).ExclusiveSum(rows, before, total);
+    if (p < tl.parts) tile_offsets[tl.at(t, p)] = c + before;
+    __syncthreads();  // every thread read `carry`
+    if (threadIdx.x == 0) carry = c + total;
+  }
+}
+
+/// The shared memory staged_scatter_kernel needs: one column's values of a tile, and per
+/// partition its start in the tile's order, its destination index and (packed outputs) its
+/// destination.
+inline std::size_t staged_bytes(const Tiling& tl, std::size_t width) {
+  return tl.tile_rows * width + std::size_t{tl.parts} * (2 * sizeof(std::uint32_t) + 8);
+}
+/// The most that staged_scatter_kernel may take (one block per multiprocessor).
+constexpr std::size_t staged_max_bytes = 200 * 1024;
+/// staged_scatter_kernel's threads: with 4096 partitions a block takes most of a
+/// multiprocessor's shared memory, so its threads are all the loads in flight there.
+constexpr unsigned staged_threads = 1024;
+/// Rows each thread of staged_scatter_kernel loads at once.
+constexpr unsigned staged_items = 4;
+
+/// Pass 3 with many partitions, for the tiles from first_tile: block (x, y) moves column y of
+/// tile first_tile + x. Its values go into shared memory in the tile's partitioned order
+/// (rank[row], from place_kernel with tile_offsets), then out in that order, so consecutive
+/// threads store consecutive rows of a partition: runs of the tile's rows per partition (8 on
+/// average), not one store per row (scatter_kernel). Validity bits are set per row.
+template <typename PidT, bool Contiguous>
+__global__ void __launch_bounds__(staged_threads)
+    staged_scatter_kernel(const PidT* pid, const std::uint32_t* rank, const std::uint32_t* cursors,
+                          const std::uint32_t* starts, const std::uint32_t* tile_offsets, Tiling tl,
+                          std::size_t first_tile, const DeviceColumn* cols, const Dest* dest) {
+  extern __shared__ __align__(16) std::byte staged[];
+  const std::size_t t = first_tile + blockIdx.x;
+  const DeviceColumn& col = cols[blockIdx.y];
+  const Dest* d = dest + std::size_t{blockIdx.y} * tl.parts;
+  const std::size_t row0 = t * tl.tile_rows;  // rank[0] is first_tile's first row's
+  const std::size_t rank0 = first_tile * tl.tile_rows;
+  const auto n = static_cast<std::uint32_t>(min(tl.tile_rows, tl.rows - row0));
+  auto* ptrs = reinterpret_cast<std::byte**>(staged);                  // per partition
+  auto* offs = reinterpret_cast<std::uint32_t*>(ptrs + tl.parts);      // start in the tile
+  auto* first = offs + tl.parts;                                       // its first place
+  std::byte* values = reinterpret_cast<std::byte*>(first + tl.parts);  // in tile order
+  for (std::uint32_t p = threadIdx.x; p < tl.parts; p += staged_threads) {
+    offs[p] = tile_offsets[tl.at(t, p)];
+    first[p] = cursors[tl.at(t, p)] + (Contiguous ? starts[p] : 0);
+    ptrs[p] = Contiguous ? d[0].data : d[p].data;
+  }
+  const bool fixed = col.width != 0;  // STRING: string_kernel (only its mask here)
+  const std::uint32_t* ranks = rank + (row0 - rank0);
+  if (fixed) {  // the tile's values to their ranks, staged_items loads in flight per thread
+    detail::with_width(col.width, [&]<typename T>() {
+      const T* src = reinterpret_cast<const T*>(col.data) + row0;
+      T* to = reinterpret_cast<T*>(values);
+      for (std::uint32_t i0 = 0; i0 < n; i0 += staged_threads * staged_items) {
+        T v[staged_items];
+        std::uint32_t k[staged_items];
+#pragma unroll
+        for (unsigned j = 0; j < staged_items; ++j) {
+          const std::uint32_t i = i0 + j * staged_threads + threadIdx.x;
+          if (i < n) {
+            v[j] = src[i];
+            k[j] = ranks[i];
+          }
+        }
+#pragma unroll
+        for (unsigned j = 0; j < staged_items; ++j) {
+          if (i0 + j * staged_threads + threadIdx.x < n) to[k[j]] = v[j];
+        }
+      }
+    });
+  }
+  for (std::uint32_t i = threadIdx.x; i < n && col.mask != nullptr; i += staged_threads) {
+    const std::uint32_t k = ranks[i];
+    if (detail::is_valid(col, row0 + i)) {
+      const std::uint32_t p = pid[row0 + i];
+      // (offs and first are read before the barrier below: from global memory here)
+      const std::uint32_t at =
+          cursors[tl.at(t, p)] + (Contiguous ? starts[p] : 0) + (k - tile_offsets[tl.at(t, p)]);
+      set_valid(Contiguous ? d[0] : d[p], at);
+    }
+  }
+  __syncthreads();
+  if (!fixed) return;
+  for (std::uint32_t i = threadIdx.x; i < n; i += staged_threads) {
+    // The partition of place i: the last with its start at or before i.
+    std::uint32_t lo = 0;
+    std::uint32_t hi = tl.parts;
+    while (hi - lo > 1) {
+      const std::uint32_t mid = (lo + hi) / 2;
+      if (offs[mid] <= i) {
+        lo = mid;
+      } else {
+        hi = mid;
+      }
+    }
+    const std::size_t at = first[lo] + (i - offs[lo]);
+    detail::with_width(col.width, [&]<typename T>() {
+      reinterpret_cast<T*>(ptrs[lo])[at] = reinterpret_cast<const T*>(values)[i];
+    });
   }
 }
 
