@@ -17,7 +17,11 @@
 //     rows by partition with a stable block radix sort (so rows keep their input order within
 //     a partition, exactly as on the CPU), loads a group of columns' sub-tiles into shared
 //     memory (cp.async) and writes them out in sorted order: consecutive threads write
-//     consecutive rows of one partition, so the stores are coalesced.
+//     consecutive rows of one partition, so the stores are coalesced. From 512 partitions
+//     (wide_partitions) the sorted sub-tiles' runs are too short: the sort runs once to give
+//     each row its rank in its tile's partitioned order, and then each column goes through
+//     shared memory a tile at a time in that order (staged_scatter_kernel; where a tile does
+//     not fit, each row straight to its place, scatter_kernel).
 // STRING columns take two more kernels: each row's position in partitioned order, a scan of
 // the lengths in that order, and a copy of the characters. PartitionPlan runs pass 1 once and
 // pass 3 once per group of columns (with up to 4 partitions by ranking rows within warps, which
