@@ -1,0 +1,297 @@
+#pragma once
+// The host side of the GPU partitioning passes (see partition.cu, whose first lines describe
+// them): the counting pass with its scan, and pass 3 in its forms (the warp split, sorted
+// sub-tiles, the staged and the plain scatter), shared by partition.cu (hash_partition,
+// partition_and_pack) and partition_plan.cu (PartitionPlan). Included by those two only.
+
+#include <spillway/table/gpu.hpp>
+
+#include "core/detail/cuda_try.hpp"
+#include "table/detail/arguments.hpp"
+#include "table/gpu/detail/count_kernels.cuh"
+#include "table/gpu/detail/device_column.cuh"
+#include "table/gpu/detail/place_kernels.cuh"
+
+#include <cub/device/device_scan.cuh>
+
+#include <algorithm>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace spillway::gpu {
+
+namespace {  // (see above: each includer has its own copy)
+
+using detail::as;
+using detail::DeviceColumn;
+using detail::raw;
+
+void check_launch() {
+  SPILLWAY_CUDA_TRY(cudaGetLastError());
+}
+
+/// In-place exclusive sum of `n` values of `data`, temporary storage from `br`.
+template <typename T>
+void exclusive_sum(T* data, std::size_t n, BufferResource& br, Stream stream) {
+  std::size_t temp = 0;
+  SPILLWAY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, temp, data, data, n, raw(stream)));
+  auto scratch = br.allocate(MemoryType::DEVICE, temp, stream);
+  SPILLWAY_CUDA_TRY(
+      cub::DeviceScan::ExclusiveSum(scratch->data(), temp, data, data, n, raw(stream)));
+}
+
+void check_args(const TableView& table, std::span<const std::size_t> keys, std::size_t n) {
+  spillway::detail::check_partition_args(table, keys, n);
+  SPILLWAY_EXPECTS(table.num_rows() < no_partition,
+                   "the GPU partitioning takes fewer than 2^32 - 1 rows per call, got " +
+                       std::to_string(table.num_rows()));
+  SPILLWAY_EXPECTS(cuda::is_available(), "the GPU table functions need a GPU");
+}
+
+std::vector<DeviceColumn> device_columns(const TableView& t) {
+  std::vector<DeviceColumn> cols;
+  for (const ColumnView& c : t.columns) cols.push_back(detail::to_device_column(c));
+  return cols;
+}
+
+/// What the host learns after the counting pass.
+struct Sizes {
+  std::vector<std::uint32_t> starts;              // parts + 1: partition p is [starts[p], [p+1])
+  std::vector<std::vector<std::uint64_t>> chars;  // per column (STRING only): chars[c][p] is the
+                                                  // global position of partition p's first char
+};
+
+/// Pass 1 and its scan: each row's partition in `pid`; `hist[tl.at(t, p)]` is where tile t's
+/// first row of partition p goes within partition p, `starts[p]` where partition p starts
+/// (starts[parts] = rows).
+template <typename PidT>
+struct Counted {
+  using Pid = PidT;
+  Tiling tl;
+  std::unique_ptr<Buffer> pid;
+  std::unique_ptr<Buffer> hist;
+  std::unique_ptr<Buffer> starts;
+};
+
+/// The scan of pass 1 (count_kernels.cuh): `counts` (Tiling::at) become the tiles' cursors
+/// within their partitions, `starts` (parts + 1) the partition starts.
+void scan_counts(const Tiling& tl, std::uint32_t* counts, std::uint32_t* starts, BufferResource& br,
+                 Stream stream) {
+  const std::size_t chunks = (tl.tiles + scan_tiles - 1) / scan_tiles;
+  SPILLWAY_EXPECTS(chunks <= 65535, "too many rows for one GPU partitioning call");
+  auto sums =
+      br.allocate(MemoryType::DEVICE,
+                  std::max<std::size_t>(1, chunks * tl.parts) * sizeof(std::uint32_t), stream);
+  const dim3 grid(detail::blocks_for(tl.parts, block_threads), static_cast<unsigned>(chunks));
+  if (chunks > 0) {
+    chunk_sums_kernel<<<grid, block_threads, 0, raw(stream)>>>(counts, tl,
+                                                               as<std::uint32_t>(*sums));
+    check_launch();
+  }
+  chunk_scan_kernel<<<detail::blocks_for(tl.parts + 1, block_threads), block_threads, 0,
+                      raw(stream)>>>(as<std::uint32_t>(*sums), tl, chunks, starts);
+  check_launch();
+  exclusive_sum(starts, tl.parts + 1, br, stream);
+  if (chunks > 0) {
+    cursors_kernel<<<grid, block_threads, 0, raw(stream)>>>(counts, tl,
+                                                            as<const std::uint32_t>(*sums));
+    check_launch();
+  }
+}
+
+template <typename PidT>
+Counted<PidT> count_rows(const TableView& table, std::span<const std::size_t> keys,
+                         std::size_t parts, std::uint32_t seed, BufferResource& br, Stream stream) {
+  const std::size_t rows = table.num_rows();
+  Counted<PidT> out{Tiling(rows, parts), nullptr, nullptr, nullptr};
+  const Tiling& tl = out.tl;
+  std::vector<DeviceColumn> key_cols;
+  for (std::size_t k : keys) key_cols.push_back(detail::to_device_column(table.columns[k]));
+  auto d_keys = detail::to_device(key_cols, br, stream);
+
+  out.pid = br.allocate(MemoryType::DEVICE, rows * sizeof(PidT), stream);
+  out.hist = br.allocate(MemoryType::DEVICE, tl.counts() * sizeof(std::uint32_t), stream);
+  SPILLWAY_CUDA_TRY(cudaMemsetAsync(out.hist->data(), 0, out.hist->size(), raw(stream)));
+  SPILLWAY_EXPECTS(tl.tiles <= 0x7FFFFFFFU, "too many rows for one GPU partitioning call");
+  const auto blocks = static_cast<unsigned>(tl.tiles);
+  if (tl.tiles > 0) {
+    const std::size_t count_smem = tl.shared_counts() ? parts * sizeof(std::uint32_t) : 0;
+    const ColumnView& k0 = table.columns[keys[0]];
+    const bool fixed_key = keys.size() == 1 && !k0.nullable() && k0.type != TypeId::STRING &&
+                           (size_of(k0.type) == 4 || size_of(k0.type) == 8) &&
+                           reinterpret_cast<std::uintptr_t>(k0.data) % 16 == 0;
+    if (fixed_key) {
+      spillway::detail::dispatch_fixed(k0.type, [&]<typename T>() {
+        if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+          count_fixed_kernel<T, PidT><<<blocks, block_threads, count_smem, raw(stream)>>>(
+              static_cast<const T*>(k0.data), seed, tl, as<PidT>(*out.pid),
+              as<std::uint32_t>(*out.hist));
+        }
+      });
+    } else {
+      count_kernel<PidT><<<blocks, block_threads, count_smem, raw(stream)>>>(
+          as<const DeviceColumn>(*d_keys), static_cast<std::uint32_t>(keys.size()), seed, tl,
+          as<PidT>(*out.pid), as<std::uint32_t>(*out.hist));
+    }
+    check_launch();
+  }
+  out.starts = br.allocate(MemoryType::DEVICE, (parts + 1) * sizeof(std::uint32_t), stream);
+  scan_counts(tl, as<std::uint32_t>(*out.hist), as<std::uint32_t>(*out.starts), br, stream);
+  return out;
+}
+
+/// Pass 3 for fixed-width columns and masks: writes columns `cols[0, ncols)` to `dest`
+/// (dest[c * parts + p]). `cursors` are the scan's; the sorting kernel advances them where
+/// place_advances(), so each call of it needs its own copy then (advances()). `wide_split`:
+/// the warp split takes up to plan_split_partitions partitions (PartitionPlan, which launches
+/// once per column group), not split_partitions.
+template <typename PidT>
+bool advances(const Counted<PidT>& counted, bool wide_split) {
+  return counted.tl.parts > (wide_split ? plan_split_partitions : split_partitions) &&
+         place_advances(counted.tl);
+}
+
+/// Launches place_kernel on `tiles` tiles from `first_tile` (its shared memory is past the
+/// static 48 KiB with its cursors).
+template <typename PidT, bool Positions>
+void launch_place(const Counted<PidT>& counted, std::size_t first_tile, std::size_t tiles,
+                  std::uint32_t* cursors, std::uint32_t* pos, const DeviceColumn* cols,
+                  std::size_t ncols, const Dest* dest, Stream stream,
+                  const std::uint32_t* tile_offsets = nullptr) {
+  const Tiling& tl = counted.tl;
+  if (tiles == 0) return;
+  const std::size_t smem = place_cursor_bytes(tl);
+  auto* kernel = &place_kernel<PidT, Positions>;
+  SPILLWAY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+  kernel<<<static_cast<unsigned>(tiles), block_threads, smem, raw(stream)>>>(
+      as<const PidT>(*counted.pid), tl, first_tile, cursors,
+      as<const std::uint32_t>(*counted.starts), tile_offsets, pos, cols,
+      static_cast<std::uint32_t>(ncols), dest);
+  check_launch();
+}
+
+/// Whether the wide pass 3 stages its columns (staged_scatter_kernel) for columns up to
+/// `max_width` bytes: cursors in shared memory and a tile's values within staged_max_bytes.
+bool stages(const Tiling& tl, std::size_t max_width) {
+  return tl.shared_counts() &&
+         staged_bytes(tl, std::max<std::size_t>(1, max_width)) <= staged_max_bytes;
+}
+
+/// The tiles' offsets for staged_scatter_kernel (`cursors` as the scan left them).
+template <typename PidT>
+std::unique_ptr<Buffer> tile_offsets(const Counted<PidT>& counted, const std::uint32_t* cursors,
+                                     BufferResource& br, Stream stream) {
+  const Tiling& tl = counted.tl;
+  auto out = br.allocate(MemoryType::DEVICE,
+                         std::max<std::size_t>(1, tl.counts()) * sizeof(std::uint32_t), stream);
+  if (tl.tiles > 0) {
+    tile_offsets_kernel<<<static_cast<unsigned>(tl.tiles), block_threads, 0, raw(stream)>>>(
+        cursors, as<const std::uint32_t>(*counted.starts), tl, as<std::uint32_t>(*out));
+    check_launch();
+  }
+  return out;
+}
+
+/// Launches staged_scatter_kernel on `tiles` tiles from `first_tile`: `rank` from
+/// place_kernel with `offsets` (rank[0] the first tile's first row's).
+template <typename PidT>
+void staged_scatter(const Counted<PidT>& counted, const std::uint32_t* cursors,
+                    const std::uint32_t* rank, const std::uint32_t* offsets, std::size_t first_tile,
+                    std::size_t tiles, const DeviceColumn* cols, std::size_t ncols,
+                    std::size_t max_width, const Dest* dest, bool contiguous, Stream stream) {
+  if (tiles == 0 || ncols == 0) return;
+  const Tiling& tl = counted.tl;
+  const std::size_t smem = staged_bytes(tl, std::max<std::size_t>(1, max_width));
+  auto* kernel =
+      contiguous ? &staged_scatter_kernel<PidT, true> : &staged_scatter_kernel<PidT, false>;
+  SPILLWAY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(ncols));
+  kernel<<<grid, staged_threads, smem, raw(stream)>>>(as<const PidT>(*counted.pid), rank, cursors,
+                                                      as<const std::uint32_t>(*counted.starts),
+                                                      offsets, tl, first_tile, cols, dest);
+  check_launch();
+}
+
+/// Pass 3 of many partitions (wide_partitions), for rows [row0, row0 + rows): scatters
+/// columns `cols[0, ncols)` one at a time from each row's place `pos[row - row0]`.
+/// `contiguous`: each column's partitions follow each other in `dest` (scatter_kernel).
+template <typename PidT>
+void scatter_rows(const Counted<PidT>& counted, const std::uint32_t* pos, std::size_t row0,
+                  std::size_t rows, const DeviceColumn* cols, std::size_t ncols, const Dest* dest,
+                  bool contiguous, Stream stream) {
+  if (rows == 0 || ncols == 0) return;
+  const dim3 grid(detail::blocks_for(rows, block_threads * scatter_items),
+                  static_cast<unsigned>(ncols));
+  auto* kernel = contiguous ? &scatter_kernel<PidT, true> : &scatter_kernel<PidT, false>;
+  kernel<<<grid, block_threads, 0, raw(stream)>>>(as<const PidT>(*counted.pid), pos,
+                                                  as<const std::uint32_t>(*counted.starts), row0,
+                                                  rows, cols, counted.tl.parts, dest);
+  check_launch();
+}
+
+/// Pass 3 of many partitions: the rows' places chunk by chunk (wide_chunks), each chunk's
+/// columns scattered before the next chunk's places are found.
+template <typename PidT>
+void place_wide(const Counted<PidT>& counted, std::uint32_t* cursors, const DeviceColumn* cols,
+                std::size_t ncols, std::size_t max_width, const Dest* dest, bool contiguous,
+                BufferResource& br, Stream stream) {
+  const Tiling& tl = counted.tl;
+  const std::size_t per = (tl.tiles + wide_chunks - 1) / wide_chunks;
+  if (per == 0) return;
+  const bool staged = stages(tl, max_width);
+  std::unique_ptr<Buffer> offsets;
+  if (staged) offsets = tile_offsets(counted, cursors, br, stream);
+  auto pos = br.allocate(MemoryType::DEVICE,
+                         std::min(tl.rows, per * tl.tile_rows) * sizeof(std::uint32_t), stream);
+  for (std::size_t t0 = 0; t0 < tl.tiles; t0 += per) {
+    const std::size_t n = std::min(per, tl.tiles - t0);
+    launch_place<PidT, true>(counted, t0, n, cursors, as<std::uint32_t>(*pos), nullptr, 0, nullptr,
+                             stream, staged ? as<const std::uint32_t>(*offsets) : nullptr);
+    const std::size_t row0 = t0 * tl.tile_rows;
+    if (staged) {
+      staged_scatter(counted, cursors, as<const std::uint32_t>(*pos),
+                     as<const std::uint32_t>(*offsets), t0, n, cols, ncols, max_width, dest,
+                     contiguous, stream);
+    } else {
+      scatter_rows(counted, as<const std::uint32_t>(*pos), row0,
+                   std::min(tl.rows, (t0 + n) * tl.tile_rows) - row0, cols, ncols, dest, contiguous,
+                   stream);
+    }
+  }
+}
+
+/// The widest fixed-width column of `t` among [first, last) (0: none).
+std::size_t max_width(const TableView& t, std::size_t first, std::size_t last) {
+  std::size_t w = 0;
+  for (std::size_t c = first; c < last; ++c) {
+    if (is_fixed_width(t.columns[c].type)) w = std::max(w, size_of(t.columns[c].type));
+  }
+  return w;
+}
+
+template <typename PidT>
+void place_rows(const Counted<PidT>& counted, std::uint32_t* cursors, const DeviceColumn* cols,
+                std::size_t ncols, const Dest* dest, Stream stream, bool wide_split = false) {
+  const Tiling& tl = counted.tl;
+  const auto blocks = static_cast<unsigned>(tl.tiles);
+  const auto* pid = as<const PidT>(*counted.pid);
+  const auto n = static_cast<std::uint32_t>(ncols);
+  if (tl.parts <= split_partitions) {
+    split_place_kernel<PidT, split_partitions>
+        <<<blocks, block_threads, 0, raw(stream)>>>(pid, tl, cursors, cols, n, dest);
+  } else if (tl.parts <= (wide_split ? plan_split_partitions : split_partitions)) {
+    split_place_kernel<PidT, plan_split_partitions>
+        <<<blocks, block_threads, 0, raw(stream)>>>(pid, tl, cursors, cols, n, dest);
+  } else {
+    launch_place<PidT, false>(counted, 0, tl.tiles, cursors, nullptr, cols, ncols, dest, stream);
+    return;
+  }
+  check_launch();
+}
+
+}  // namespace
+
+}  // namespace spillway::gpu
