@@ -9,6 +9,7 @@
 #include "table/detail/arguments.hpp"
 #include "table/detail/cpu_threads.hpp"
 #include "table/detail/pack_format.hpp"
+#include "table/detail/type_dispatch.hpp"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -108,26 +109,6 @@ class WriteCombiner {
 /// Partition counts up to which write-combining buffers are used (they take 64 bytes per
 /// partition and fixed-width column per thread; beyond this they would not stay in cache).
 constexpr std::size_t write_combine_max_partitions = 1024;
-
-/// Calls `f.template operator()<W>()` with W the byte width of fixed-width `type` (1, 2, 4;
-/// 8 for the rest).
-template <typename F>
-void with_width_of(TypeId type, F&& f) {
-  switch (size_of(type)) {
-    case 1:
-      f.template operator()<1>();
-      break;
-    case 2:
-      f.template operator()<2>();
-      break;
-    case 4:
-      f.template operator()<4>();
-      break;
-    default:
-      f.template operator()<8>();
-      break;
-  }
-}
 
 /// Per-thread counts, each thread's row in its own cache lines.
 struct Counts {
@@ -254,8 +235,8 @@ void scatter(const TableView& table, const Plan<PidT>& plan,
             }
             WriteCombiner combiner(first);
             const auto* src = static_cast<const std::byte*>(col.data);
-            with_width_of(col.type, [&]<std::size_t W>() {
-              combiner.push_rows<W, PidT>(pid + a, src + a * W, b - a);
+            detail::with_width(size_of(col.type), [&]<typename U>() {
+              combiner.push_rows<sizeof(U), PidT>(pid + a, src + a * sizeof(U), b - a);
             });
             combiner.finish();
           }
@@ -288,7 +269,8 @@ void scatter(const TableView& table, const Plan<PidT>& plan,
               }
             } else {
               const auto* src = static_cast<const std::byte*>(col.data);
-              auto move_rows = [&]<std::size_t W>() {
+              auto move_rows = [&]<typename U>() {
+                constexpr std::size_t W = sizeof(U);
                 if (wc) return;  // written above
                 for (std::size_t p = 0; p < n; ++p) base[p] = d[p].data;
                 // Locals, so that the byte stores (which may alias anything) do not force the
@@ -302,7 +284,7 @@ void scatter(const TableView& table, const Plan<PidT>& plan,
                   std::memcpy(to[ids[i]] + at[i] * W, from + i * W, W);
                 }
               };
-              with_width_of(col.type, move_rows);
+              detail::with_width(size_of(col.type), move_rows);
             }
             if (col.nullable()) {
               for (std::size_t r = r0; r < r1; ++r) {

@@ -1,9 +1,11 @@
 #pragma once
-// Calls a generic lambda with the C++ type of a fixed-width column (internal).
+// Calls a generic lambda with the C++ type of a fixed-width column, or the unsigned integer
+// of its width (internal).
 
 #include <spillway/core/host_device.hpp>
 #include <spillway/table/data_type.hpp>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace spillway::detail {
@@ -37,6 +39,23 @@ SPILLWAY_HOST_DEVICE decltype(auto) dispatch_fixed(TypeId t, F&& f) {
       break;
   }
   return f.template operator()<std::uint8_t>();
+}
+
+/// Calls `f.template operator()<U>()` with U the unsigned integer of `width` bytes (1, 2, 4;
+/// 8 for any other width), for code that moves or sums fixed-width values as raw bits. Usable
+/// in device code.
+template <typename F>
+SPILLWAY_HOST_DEVICE decltype(auto) with_width(std::size_t width, F&& f) {
+  switch (width) {
+    case 1:
+      return f.template operator()<std::uint8_t>();
+    case 2:
+      return f.template operator()<std::uint16_t>();
+    case 4:
+      return f.template operator()<std::uint32_t>();
+    default:
+      return f.template operator()<std::uint64_t>();
+  }
 }
 
 }  // namespace spillway::detail

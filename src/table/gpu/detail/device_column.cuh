@@ -30,21 +30,7 @@ __device__ inline bool is_valid(const DeviceColumn& c, std::size_t row) {
   return c.mask == nullptr || ((c.mask[row >> 3] >> (row & 7)) & 1U) != 0;
 }
 
-/// Calls `f.template operator()<U>()` with U the unsigned integer of `width` bytes (1, 2, 4;
-/// 8 for any other width), for code that moves or sums fixed-width values as raw bits.
-template <typename F>
-__device__ __forceinline__ decltype(auto) with_width(std::uint32_t width, F&& f) {
-  switch (width) {
-    case 1:
-      return f.template operator()<std::uint8_t>();
-    case 2:
-      return f.template operator()<std::uint16_t>();
-    case 4:
-      return f.template operator()<std::uint32_t>();
-    default:
-      return f.template operator()<std::uint64_t>();
-  }
-}
+using spillway::detail::with_width;
 
 /// The hash of element `row`, as spillway::hash_element on the host.
 __device__ inline std::uint32_t hash_element(const DeviceColumn& c, std::size_t row,

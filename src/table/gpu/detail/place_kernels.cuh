@@ -509,16 +509,7 @@ __global__ void __launch_bounds__(staged_threads)
   if (!fixed) return;
   for (std::uint32_t i = threadIdx.x; i < n; i += staged_threads) {
     // The partition of place i: the last with its start at or before i.
-    std::uint32_t lo = 0;
-    std::uint32_t hi = tl.parts;
-    while (hi - lo > 1) {
-      const std::uint32_t mid = (lo + hi) / 2;
-      if (offs[mid] <= i) {
-        lo = mid;
-      } else {
-        hi = mid;
-      }
-    }
+    const std::size_t lo = detail::last_at_or_below(offs, tl.parts, i);
     const std::size_t at = first[lo] + (i - offs[lo]);
     detail::with_width(col.width, [&]<typename T>() {
       reinterpret_cast<T*>(ptrs[lo])[at] = reinterpret_cast<const T*>(values)[i];
