@@ -3,6 +3,7 @@
 
 #include <spillway/core/units.hpp>
 #include <spillway/memory/buffer_resource.hpp>
+#include <spillway/memory/spill_injection_adaptor.hpp>
 
 #include <gtest/gtest.h>
 
@@ -80,6 +81,12 @@ inline BufferResourceConfig small_config(const std::string& spill_dir) {
 inline BufferResourceConfig host_config(const std::string& spill_dir) {
   auto c = small_config(spill_dir);
   c.use_gpu = false;
+  return c;
+}
+
+/// `c` with a SpillInjectionAdaptor of `probability` added (none for 0).
+inline BufferResourceConfig with_spill_injection(BufferResourceConfig c, double probability) {
+  if (probability > 0) c.adaptors.push_back(spill_injection_adaptor(probability));
   return c;
 }
 

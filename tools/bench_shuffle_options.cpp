@@ -149,7 +149,6 @@ BufferResourceConfig rank_config(const Options& o) {
     c.pinned_reserve = Limit::bytes(std::size_t(o.pinned_reserve_mib) << 20);
   if (!o.spill_dir.empty()) c.spill_dir = o.spill_dir;
   // (Ranks that share a GPU split it: run_ranks, shared_gpu_config.)
-  if (o.profile) c.statistics = true;
   return c;
 }
 

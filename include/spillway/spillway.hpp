@@ -23,8 +23,11 @@
 #include <spillway/memory/memory_step.hpp>
 #include <spillway/memory/memory_type.hpp>
 #include <spillway/memory/pinned_memory_resource.hpp>
+#include <spillway/memory/resource_adaptor.hpp>
 #include <spillway/memory/spill_files.hpp>
+#include <spillway/memory/spill_injection_adaptor.hpp>
 #include <spillway/memory/spill_manager.hpp>
 #include <spillway/memory/spillable_store.hpp>
+#include <spillway/memory/statistics_adaptor.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 #include <spillway/stats/statistics.hpp>

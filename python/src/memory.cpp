@@ -4,6 +4,7 @@
 
 #include <spillway/core/limit.hpp>
 #include <spillway/memory/buffer_resource.hpp>
+#include <spillway/memory/spill_injection_adaptor.hpp>
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -11,6 +12,7 @@
 
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace spillway::python {
 
@@ -46,7 +48,8 @@ void bind_memory(nb::module_& m) {
           "__init__",
           [](BufferResource* self, const LimitArg& device_limit, const LimitArg& pinned_limit,
              const LimitArg& host_limit, const LimitArg& disk_limit,
-             const std::optional<std::string>& spill_dir, bool use_gpu, double spill_injection) {
+             const std::optional<std::string>& spill_dir, bool use_gpu,
+             std::optional<double> spill_injection) {
             auto c = BufferResourceConfig::from_options();
             set_limit(c, MemoryType::DEVICE, device_limit, "device_limit");
             set_limit(c, MemoryType::PINNED_HOST, pinned_limit, "pinned_limit");
@@ -54,16 +57,22 @@ void bind_memory(nb::module_& m) {
             set_limit(c, MemoryType::DISK, disk_limit, "disk_limit");
             if (spill_dir) c.spill_dir = *spill_dir;
             c.use_gpu = use_gpu;
-            c.spill_injection = spill_injection;
+            if (spill_injection) {  // instead of SPILLWAY_SPILL_INJECT's
+              std::erase_if(c.adaptors, [](const AdaptorSpec& a) {
+                return a.name.starts_with("spill_injection");
+              });
+              if (*spill_injection > 0)
+                c.adaptors.push_back(spill_injection_adaptor(*spill_injection));
+            }
             new (self) BufferResource(c);
           },
           nb::kw_only(), nb::arg("device_limit") = nb::none(), nb::arg("pinned_limit") = nb::none(),
           nb::arg("host_limit") = nb::none(), nb::arg("disk_limit") = nb::none(),
           nb::arg("spill_dir") = nb::none(), nb::arg("use_gpu") = true,
-          nb::arg("spill_injection") = 0.0,
+          nb::arg("spill_injection") = nb::none(),
           "Limits take bytes, '4GiB', '80%' or 'unlimited'; None keeps the SPILLWAY_* setting. "
-          "use_gpu=False leaves out the GPU tiers. spill_injection: the probability that a "
-          "reservation spills first (tests).")
+          "use_gpu=False leaves out the GPU tiers. spill_injection: the probability that an "
+          "allocation spills its tier first (tests); None keeps SPILLWAY_SPILL_INJECT.")
       .def("limit", per_tier([](const BufferResource& br, MemoryType t) { return br.limit(t); }),
            nb::arg("tier"), "A tier's limit in bytes ('DEVICE', 'PINNED_HOST', 'HOST', 'DISK').")
       .def("used", per_tier([](const BufferResource& br, MemoryType t) { return br.used(t); }),

@@ -281,8 +281,8 @@ const Field<double> spill_injection{
     "SPILLWAY_SPILL_INJECT",
     &OptionValues::spill_injection,
     "0",
-    "Probability that a reservation first spills its tier even without pressure: a test knob "
-    "that forces spilling at random points.",
+    "Probability that an allocation first spills its tier even without pressure (a "
+    "SpillInjectionAdaptor): a test knob that forces spilling at random points.",
     [](const std::string& t, const char* var) {
       char* end = nullptr;
       const double p = std::strtod(t.c_str(), &end);

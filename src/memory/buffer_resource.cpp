@@ -8,6 +8,8 @@
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/memory_step.hpp>
 #include <spillway/memory/pinned_memory_resource.hpp>
+#include <spillway/memory/spill_injection_adaptor.hpp>
+#include <spillway/memory/statistics_adaptor.hpp>
 
 #include "memory/detail/buffer_stats.hpp"
 
@@ -16,9 +18,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <functional>
-#include <random>
-#include <thread>
 
 namespace spillway {
 
@@ -44,7 +43,9 @@ BufferResourceConfig::BufferResourceConfig(const OptionValues& o)
       staging_size{o.staging_size},
       spill_period{o.spill_period},
       memory_wait{o.memory_wait},
-      spill_injection{o.spill_injection} {}
+      adaptors{statistics_adaptor()} {
+  if (o.spill_injection > 0) adaptors.push_back(spill_injection_adaptor(o.spill_injection));
+}
 
 BufferResourceConfig BufferResourceConfig::from_options() {
   return BufferResourceConfig(options::get());
@@ -52,7 +53,6 @@ BufferResourceConfig BufferResourceConfig::from_options() {
 
 BufferResource::BufferResource(const BufferResourceConfig& config)
     : config_{config},
-      statistics_{config.statistics},
       spill_files_{config.spill_dir, config.spill_file_size, config.spill_task_size,
                    config.io_threads},
       stream_{nullptr},
@@ -103,6 +103,17 @@ BufferResource::BufferResource(const BufferResourceConfig& config)
   disk.capacity = spill_files_.free_space();
   disk.limit = config_.limits[index(MemoryType::DISK)].resolve(disk.capacity);
   disk.live = true;
+  for (Tier& tier : tiers_) {
+    for (const AdaptorSpec& a : config_.adaptors) {
+      if (!tier.mr) continue;
+      SPILLWAY_EXPECTS(static_cast<bool>(a.wrap), "the adaptor '" + a.name + "' has no wrap");
+      const MemoryType t = tier.mr->mem_type();
+      tier.mr = a.wrap(*this, std::move(tier.mr));
+      SPILLWAY_EXPECTS(
+          tier.mr != nullptr && tier.mr->mem_type() == t,
+          "the adaptor '" + a.name + "' gave no resource of " + std::string(to_string(t)));
+    }
+  }
   if (config_.spill_period.count() > 0) {
     spill_manager_.start_background(config_.spill_period, config_.headroom);
   }
@@ -220,10 +231,7 @@ std::unique_ptr<Buffer> BufferResource::allocate(MemoryReservation& res, std::si
                    "DISK buffers are made by copy or move from another tier, not by allocate");
   check_live(t);
   take(res, bytes, t);
-  const auto t0 = Clock::now();
   void* ptr = nullptr;
-  PinnedMemoryResource* pinned = t == MemoryType::PINNED_HOST ? pinned_mr_ : nullptr;
-  const std::size_t held = pinned != nullptr ? pinned->reserved_bytes() : 0;
   try {
     if (t != MemoryType::HOST) activate_device();
     ptr = tiers_[index(t)].mr->allocate(bytes, stream);
@@ -231,14 +239,6 @@ std::unique_ptr<Buffer> BufferResource::allocate(MemoryReservation& res, std::si
     res.size_ += charge_of(t, bytes);
     throw;
   }
-  const double seconds = seconds_since(t0);
-  statistics_.add(names().alloc[index(t)], static_cast<double>(bytes), seconds);
-  // The pinned pool grew (pages pinned on this thread): its own entry, since it costs far
-  // more than a reuse. Another thread's growth at the same time may be counted here too.
-  if (const std::size_t now = pinned != nullptr ? pinned->reserved_bytes() : 0; now > held) {
-    statistics_.add("alloc-pinned_host-grow", static_cast<double>(now - held), seconds);
-  }
-  statistics_.memory_profiler().on_allocate(index(t), charge_of(t, bytes));
   return std::unique_ptr<Buffer>(new Buffer(*this, t, bytes, ptr, stream));
 }
 
@@ -273,7 +273,10 @@ void BufferResource::free_buffer(Buffer& buf) noexcept {
     }
     tiers_[index(t)].mr->deallocate(buf.ptr_, buf.size_, buf.stream_);
   }
-  statistics_.memory_profiler().on_deallocate(index(t), charge_of(t, buf.size_));
+  // (The other tiers' profile is their StatisticsAdaptor's; DISK has no allocator.)
+  if (t == MemoryType::DISK) {
+    statistics_.memory_profiler().on_deallocate(index(t), charge_of(t, buf.size_));
+  }
   uncharge(t, charge_of(t, buf.size_));
 }
 

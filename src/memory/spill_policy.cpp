@@ -3,9 +3,9 @@
 //
 // - When: a reservation that does not fit (spill_and_reserve, behind reserve(),
 //   reserve_or_spill() and the first-fit reservations) asks for exactly its deficit, the
-//   bytes by which it would pass the limit. With spill_injection (tests) it spills first at
-//   random, even without pressure. The background spiller (SpillManager::start_background)
-//   keeps each tier's headroom free the same way.
+//   bytes by which it would pass the limit. A SpillInjectionAdaptor (tests) spills a tier
+//   first at random, at allocations, even without pressure. The background spiller
+//   (SpillManager::start_background) keeps each tier's headroom free the same way.
 // - Which and in what order: the SpillManager asks its holders (a SpillableStore per
 //   shuffle, a user's own spill functions), highest priority first, until the deficit is
 //   freed; a SpillableStore gives its oldest buffers of that tier first. Buffers in use (not
@@ -28,9 +28,6 @@
 #include "memory/detail/buffer_stats.hpp"
 
 #include <algorithm>
-#include <functional>
-#include <random>
-#include <thread>
 
 namespace spillway {
 
@@ -46,14 +43,6 @@ std::optional<MemoryReservation> BufferResource::reserve_or_spill(MemoryType t, 
 std::optional<MemoryReservation> BufferResource::spill_and_reserve(MemoryType t, std::size_t size) {
   const std::size_t bytes = charge_of(t, size);  // (what is charged for a buffer of `size`)
   if (bytes > limit(t) || exceeds_machine(t, bytes)) return std::nullopt;
-  if (config_.spill_injection > 0) {
-    thread_local std::minstd_rand rng(
-        static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
-    if (std::uniform_real_distribution<double>(0, 1)(rng) < config_.spill_injection) {
-      statistics_.add_count("spill-injected");
-      spill_manager_.spill(t, std::max<std::size_t>(bytes, 1));
-    }
-  }
   for (;;) {
     if (try_charge(t, bytes)) return MemoryReservation(this, t, bytes);
     const std::size_t u = used(t);

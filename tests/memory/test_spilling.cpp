@@ -311,8 +311,8 @@ TEST(Spilling, DeviceToDiskDirectlyAndBack) {
 TEST(Spilling, InjectedSpillsAtRandomPointsLoseNothing) {
   TempDir dir;
   for (int threads : {1, 3}) {
-    auto cfg = test::small_config(dir.path());
-    cfg.spill_injection = 0.5;  // no limit at all: every spill here is forced
+    // No limit at all: every spill here is forced.
+    auto cfg = test::with_spill_injection(test::small_config(dir.path()), 0.5);
     BufferResource br(cfg);
     SpillableStore store(br);
     const MemoryType top = br.top_tier();

@@ -64,9 +64,7 @@ void expect_rows_arrive(int nranks, ConfigFn&& config, RankFn&& rank) {
 
 void run(const Setup& setup) {
   const auto config = [&](const std::string& spill_dir) {
-    auto cfg = test::host_config(spill_dir);
-    cfg.spill_injection = setup.spill_injection;
-    return cfg;
+    return test::with_spill_injection(test::host_config(spill_dir), setup.spill_injection);
   };
   expect_rows_arrive(setup.nranks, config, [&](Communicator& comm, BufferResource& br) {
     TableChecksum in_sum;
@@ -456,8 +454,7 @@ TEST(Shuffler, ARankThatFailsMidShuffleFailsThePeersAndLeavesNoSpillFiles) {
     threads.emplace_back([&, r] {
       const auto t0 = std::chrono::steady_clock::now();
       try {
-        auto cfg = test::host_config(dir.path());
-        cfg.spill_injection = 1.0;
+        auto cfg = test::with_spill_injection(test::host_config(dir.path()), 1.0);
         BufferResource br(cfg);
         Communicator& comm = *comms[static_cast<std::size_t>(r)];
         comm.set_timeout(timeout);

@@ -25,7 +25,7 @@ TEST(Soak, RandomShufflesLeaveNothingBehind) {
     auto cfg = test::host_config(dir.path());
     if (c.host_limit_mib > 0)
       cfg.limits[index(MemoryType::HOST)] = Limit::bytes(c.host_limit_mib * MiB);
-    cfg.spill_injection = c.spill_injection;
+    cfg = test::with_spill_injection(cfg, c.spill_injection);
     if (c.background_spilling) {
       cfg.spill_period = std::chrono::milliseconds(1);
       cfg.headroom[index(MemoryType::HOST)] = c.host_limit_mib * MiB;  // spill all it can

@@ -13,6 +13,7 @@
 #include <spillway/memory/memory_resource.hpp>
 #include <spillway/memory/memory_type.hpp>
 #include <spillway/memory/pinned_memory_resource.hpp>
+#include <spillway/memory/resource_adaptor.hpp>
 #include <spillway/memory/spill_files.hpp>
 #include <spillway/memory/spill_manager.hpp>
 #include <spillway/stats/statistics.hpp>
@@ -73,9 +74,11 @@ struct BufferResourceConfig {
   /// in use (transfers in flight, another thread's buffers) to be freed before they fail;
   /// every release starts the wait again. 0: fail at once.
   std::chrono::milliseconds memory_wait{};
-  bool statistics{true};
-  /// Probability that a reservation spills its tier first even without pressure (tests).
-  double spill_injection{};
+  /// Policies wrapped around each live tier's allocator, innermost first (resource_adaptor.hpp).
+  /// The settings give statistics_adaptor(), then spill_injection_adaptor() when
+  /// SPILLWAY_SPILL_INJECT is above 0. Without statistics_adaptor() no allocation is timed or
+  /// profiled (the other statistics stay).
+  std::vector<AdaptorSpec> adaptors;
 
   friend bool operator==(const BufferResourceConfig&, const BufferResourceConfig&) = default;
 };
