@@ -302,57 +302,16 @@ void Shuffler::insert_finished(Table&& table, std::span<const std::size_t> keys,
     insert_finished(std::move(chunks));
     return;
   }
-  SPILLWAY_MEMORY_PROFILE(s.br.statistics().memory_profiler(), "partition_and_pack");
-  const Stream stream = s.br.stream();
-  gpu::PartitionPlan plan(v, keys, s.total, s.br, stream, seed);
-  const std::vector<std::size_t>& offsets = plan.offsets();
+  // Each column group goes out as soon as it is placed (place_groups).
+  auto placed = gpu::place_partitions(std::move(table), keys, s.total, s.br, s.br.stream(), seed,
+                                      Impl::place_groups);
   std::map<PartID, Impl::DirectChunk> chunks;
   for (PartID p = 0; p < s.total; ++p) {
-    chunks.emplace(p,
-                   Impl::DirectChunk{detail::make_layout(v, offsets[p + 1] - offsets[p], {}), {}});
+    chunks.emplace(
+        p, Impl::DirectChunk{detail::make_layout(v, placed.offsets[p + 1] - placed.offsets[p], {}),
+                             std::move(placed.parts[p])});
   }
-  // The columns are placed in a few groups (place_groups), each group's partitioned copy
-  // replacing its input columns in stream order (its memory is theirs, freed just before). Its
-  // views are on a stream of their own that waits for its placement alone: the group's sends
-  // and own copies wait for nothing placed later.
-  struct Placed {
-    OwningStream ready;
-    std::vector<std::unique_ptr<Buffer>> columns;  // freed on the resource's stream
-  };
-  std::vector<Column> inputs = std::move(table).release();
-  const std::size_t ncols = inputs.size();
-  const auto groups = static_cast<std::uint32_t>(std::min<std::size_t>(ncols, Impl::place_groups));
-  for (std::size_t first = 0; first < ncols;) {
-    std::size_t last = first;
-    while (last < ncols &&
-           Impl::group_of(last, ncols, groups) == Impl::group_of(first, ncols, groups))
-      ++last;
-    auto placed = std::make_shared<Placed>();
-    std::vector<std::byte*> outs;
-    for (std::size_t c = first; c < last; ++c) {
-      placed->columns.push_back(
-          s.br.allocate(MemoryType::DEVICE, v.num_rows() * size_of(v.columns[c].type), stream));
-      outs.push_back(placed->columns.back()->data());
-    }
-    plan.place(first, last, outs, stream);
-    Event done;
-    done.record(stream);
-    done.wait_on(placed->ready.view());
-    for (std::size_t c = first; c < last; ++c) {
-      // The input column is freed in order on its stream, after its placement.
-      const Stream input_stream = inputs[c].data().stream();
-      if (input_stream != stream) done.wait_on(input_stream);
-      { Column consumed = std::move(inputs[c]); }
-      const std::size_t width = size_of(v.columns[c].type);
-      for (PartID p = 0; p < s.total; ++p) {
-        chunks.at(p).columns.push_back(BufferResource::view(
-            *placed->columns[c - first], offsets[p] * width, (offsets[p + 1] - offsets[p]) * width,
-            placed, placed->ready.view()));
-      }
-    }
-    first = last;
-  }
-  s.finish(std::move(chunks), groups);
+  s.finish(std::move(chunks), placed.groups);
 }
 
 std::optional<PartID> Shuffler::try_wait_any(std::chrono::milliseconds timeout) {

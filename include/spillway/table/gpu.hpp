@@ -80,6 +80,38 @@ class PartitionPlan {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+/// The group of column `c` of `columns` when they are split into `groups` contiguous groups
+/// (place_partitions; the shuffle tags each group's pieces by it).
+[[nodiscard]] constexpr std::uint32_t column_group(std::size_t c, std::size_t columns,
+                                                   std::uint32_t groups) noexcept {
+  return static_cast<std::uint32_t>(c * groups / columns);
+}
+
+/// A table placed in partition order by place_partitions.
+struct PlacedPartitions {
+  /// Partition p is rows [offsets[p], offsets[p + 1]) of every column.
+  std::vector<std::size_t> offsets;
+  /// parts[p][c]: partition p's rows of column c, a DEVICE view into its column group's placed
+  /// copy (which the views keep alive), on a stream that completes once that group is placed.
+  std::vector<std::vector<std::unique_ptr<Buffer>>> parts;
+  /// The column groups it was placed in: at most the columns (column_group).
+  std::uint32_t groups{1};
+};
+
+/// hash_partition of a table of fixed-width columns without masks in device memory, in
+/// `groups` column groups (column_group), for a caller that puts each group to use as soon as
+/// it is placed (Shuffler::insert_finished of a table to hash sends it): a group's views wait
+/// for its placement alone, not for groups placed later. The table is consumed: each group's
+/// partitioned copy replaces its input columns in stream order (their memory is freed, on
+/// their streams, once the group is placed), so the input and its copy take about one table's
+/// memory. Queued writes into the table must be done or on `stream`. Profiled as
+/// "partition_and_pack".
+/// @throws spillway::logic_error for bad keys, columns that are not fixed-width without a
+///         mask or not in device memory, or `groups` of 0
+PlacedPartitions place_partitions(Table&& table, std::span<const std::size_t> keys,
+                                  std::size_t num_partitions, BufferResource& br, Stream stream,
+                                  std::uint32_t seed = default_hash_seed, std::uint32_t groups = 1);
+
 /// spillway::split_and_pack on the GPU: payloads on the DEVICE tier, or lower when it has no
 /// room even after spilling (as partition_and_pack's).
 std::vector<PackedData> split_and_pack(const TableView& table, std::span<const std::size_t> splits,

@@ -10,6 +10,7 @@
 #include <spillway/core/event.hpp>
 #include <spillway/memory/spillable_store.hpp>
 #include <spillway/shuffle/shuffler.hpp>
+#include <spillway/table/gpu.hpp>
 
 #include "shuffle/detail/wire.hpp"
 #include "table/detail/pack_format.hpp"
@@ -34,9 +35,9 @@ struct Shuffler::Impl {
   static constexpr std::uint8_t stage_finish = 2;
   static constexpr std::uint8_t stage_direct =
       3;  // the columns of direct chunks (3 + column group)
-  /// Column groups insert_finished places a table to hash in (see there): more start the first
-  /// sends sooner, but each repeats the place pass's per-row work and the last ones finish
-  /// every partition at about the same time. 20 GiB of 10 int32 columns per rank on 2 x H200
+  /// Column groups insert_finished places a table to hash in (gpu::place_partitions): more start
+  /// the first sends sooner, but each repeats the place pass's per-row work and the last ones
+  /// finish every partition at about the same time. 20 GiB of 10 int32 columns per rank on 2 x H200
   /// (bench/NOTES.md): 3/4/5/10 groups gave 515/531/550/486 GiB/s (-C local), 5 and 10 gave
   /// 454 and 363 (-C mpi); 406 and 389 packing all partitions first.
   static constexpr std::size_t place_groups = 5;
@@ -54,7 +55,7 @@ struct Shuffler::Impl {
   /// group placed early need not wait behind one placed later (insert_finished of a table to
   /// hash), whatever order the owner posts its receives in.
   static std::uint8_t group_of(std::size_t c, std::size_t columns, std::uint32_t groups) {
-    return static_cast<std::uint8_t>(c * groups / columns);
+    return static_cast<std::uint8_t>(gpu::column_group(c, columns, groups));
   }
 
   static bool same_schema(const detail::PackLayout& a, const detail::PackLayout& b) {

@@ -25,6 +25,10 @@ std::vector<PackedData> partition_and_pack(const TableView&, std::span<const std
                                            std::size_t, BufferResource&, Stream, std::uint32_t) {
   no_cuda("partition_and_pack");
 }
+PlacedPartitions place_partitions(Table&&, std::span<const std::size_t>, std::size_t,
+                                  BufferResource&, Stream, std::uint32_t, std::uint32_t) {
+  no_cuda("place_partitions");
+}
 struct PartitionPlan::Impl {};
 PartitionPlan::PartitionPlan(const TableView&, std::span<const std::size_t>, std::size_t,
                              BufferResource&, Stream, std::uint32_t) {
