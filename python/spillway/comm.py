@@ -57,15 +57,35 @@ def local(nranks: int, fn: Callable[..., Any], *args: Any, timeout: float | None
 _finalize_registered = False
 
 
-def mpi(br: _spillway.BufferResource) -> _spillway.Communicator:
-    """This process's communicator in the MPI job (collective: every rank calls it). MPI is
-    finalized at exit: drop the communicators (and Shufflers) before then."""
+def mpi(br: _spillway.BufferResource, comm: Any = None) -> _spillway.Communicator:
+    """This process's communicator in the MPI job (collective: every rank calls it), or, with
+    `comm` an mpi4py communicator, over a duplicate of that one (collective over it; its ranks
+    are spillway's). MPI is finalized at exit: drop the communicators (and Shufflers) before
+    then."""
     global _finalize_registered
     if not _spillway.mpi_is_compiled():
         raise UsageError("spillway was built without MPI")
-    comm = _spillway.mpi_communicator(br)
+    if comm is None:
+        out = _spillway.mpi_communicator(br)
+    else:
+        out = _spillway.mpi_communicator_of(br, _mpi4py_address(comm))
     if not _finalize_registered:
         import atexit
         atexit.register(_spillway.mpi_finalize)
         _finalize_registered = True
-    return comm
+    return out
+
+
+def _mpi4py_address(comm: Any) -> int:
+    """The address of an mpi4py communicator's MPI_Comm handle, after checking that it is one
+    (an intracommunicator, not MPI.COMM_NULL)."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        raise UsageError(f"comm={comm!r}: not an mpi4py communicator (mpi4py is not "
+                         "installed)") from None
+    if not isinstance(comm, MPI.Intracomm):
+        raise UsageError(f"comm={comm!r}: not an mpi4py intracommunicator (MPI.Intracomm)")
+    if comm == MPI.COMM_NULL:
+        raise UsageError("comm=MPI.COMM_NULL")
+    return MPI._addressof(comm)

@@ -10,6 +10,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -64,6 +65,15 @@ void bind_comm(nb::module_& m) {
       },
       nb::arg("br"), nb::keep_alive<0, 1>(),
       "This process's rank of the MPI job (mpirun, srun or spillway-run); collective.");
+  m.def(
+      "mpi_communicator_of",
+      [](BufferResource& br, std::uintptr_t address) {
+        // (spillway.comm.mpi checks that it is an mpi4py communicator's MPI._addressof)
+        mpi::init(nullptr, nullptr);
+        return make_mpi_communicator(br, reinterpret_cast<const void*>(address));
+      },
+      nb::arg("br"), nb::arg("address"), nb::keep_alive<0, 1>(),
+      "A rank of the MPI communicator whose handle is at `address`; collective over it.");
 }
 
 }  // namespace spillway::python

@@ -154,6 +154,12 @@ class MpiCommunicator final : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& br) {
+  const MPI_Comm world = mpi::world();
+  return make_mpi_communicator(br, &world);
+}
+
+std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& br, const void* mpi_comm) {
+  SPILLWAY_EXPECTS(mpi_comm != nullptr, "make_mpi_communicator: no MPI communicator");
   int initialized = 0;
   MPI_Initialized(&initialized);
   SPILLWAY_EXPECTS(initialized != 0, "make_mpi_communicator: MPI is not initialized (mpi::init)");
@@ -163,7 +169,10 @@ std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& br) {
   SPILLWAY_EXPECTS(level >= MPI_THREAD_SERIALIZED,
                    "the MPI communicator needs MPI_THREAD_SERIALIZED or better");
   st->serialize = level < MPI_THREAD_MULTIPLE;
-  SPILLWAY_MPI_TRY(MPI_Comm_dup(mpi::world(), &st->comm), st->rank, "MPI_Comm_dup");
+  SPILLWAY_EXPECTS(*static_cast<const MPI_Comm*>(mpi_comm) != MPI_COMM_NULL,
+                   "make_mpi_communicator: MPI_COMM_NULL");
+  SPILLWAY_MPI_TRY(MPI_Comm_dup(*static_cast<const MPI_Comm*>(mpi_comm), &st->comm), st->rank,
+                   "MPI_Comm_dup");
   MPI_Comm_set_errhandler(st->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(st->comm, &st->rank);
   MPI_Comm_size(st->comm, &st->size);

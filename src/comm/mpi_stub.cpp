@@ -27,5 +27,8 @@ std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& /*br*/) {
   SPILLWAY_FAIL("spillway was built without MPI (install libopenmpi-dev and reconfigure)",
                 logic_error);
 }
+std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& br, const void* /*comm*/) {
+  return make_mpi_communicator(br);
+}
 
 }  // namespace spillway

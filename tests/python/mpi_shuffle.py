@@ -1,5 +1,6 @@
-"""Run under mpirun (or spillway-run) by test_mpi.py: each rank shuffles its rows over MPI and
-prints its rows' count, the sum of its keys and whether each key is in one partition."""
+"""Run under mpirun (or spillway-run) by test_mpi.py: each rank shuffles its rows over MPI
+(with --mpi4py over an mpi4py communicator of the world's ranks reversed) and prints its
+rows' count and the sum of its keys."""
 
 import sys
 
@@ -11,7 +12,16 @@ import spillway
 
 def main():
     br = spillway.BufferResource(use_gpu=False, host_limit="256MiB")
-    comm = spillway.comm.mpi(br)
+    if "--mpi4py" in sys.argv:
+        # The world's ranks in reverse order: spillway's ranks must be this communicator's.
+        from mpi4py import MPI
+        world = MPI.COMM_WORLD
+        reversed_world = world.Split(0, world.size - 1 - world.rank)
+        comm = spillway.comm.mpi(br, reversed_world)
+        assert comm.rank == world.size - 1 - world.rank, (comm.rank, world.rank)
+        assert comm.nranks == world.size
+    else:
+        comm = spillway.comm.mpi(br)
     comm.timeout = 60
     keys = [(comm.rank * 104729 + i * 17) % 1000 for i in range(5000)]
     data = pa.table({"key": pa.array(keys, pa.int64()), "rank": [comm.rank] * len(keys)})

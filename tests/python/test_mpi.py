@@ -15,11 +15,15 @@ import spillway
 
 @pytest.mark.skipif(shutil.which("mpirun") is None or not spillway._spillway.mpi_is_compiled(),
                     reason="no mpirun, or spillway built without MPI")
-def test_two_mpi_ranks_shuffle_every_row_once():
+@pytest.mark.parametrize("how", ["world", "mpi4py"])
+def test_two_mpi_ranks_shuffle_every_row_once(how):
+    if how == "mpi4py":
+        pytest.importorskip("mpi4py")
     script = Path(__file__).with_name("mpi_shuffle.py")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
-    out = subprocess.run(["mpirun", "-np", "2", "--bind-to", "none", sys.executable, str(script)],
+    out = subprocess.run(["mpirun", "-np", "2", "--bind-to", "none", sys.executable, str(script)]
+                         + (["--mpi4py"] if how == "mpi4py" else []),
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     found = re.findall(r"rank (\d) of 2: rows (\d+) key_sum (\d+)", out.stdout)
@@ -29,3 +33,12 @@ def test_two_mpi_ranks_shuffle_every_row_once():
     want = [(r * 104729 + i * 17) % 1000 for r in range(2) for i in range(5000)]
     assert rows == len(want)
     assert key_sum == sum(want)
+
+
+@pytest.mark.skipif(not spillway._spillway.mpi_is_compiled(), reason="spillway built without MPI")
+def test_a_communicator_that_is_not_mpi4pys_is_a_usage_error():
+    pytest.importorskip("mpi4py")
+    br = spillway.BufferResource(use_gpu=False)
+    for bad in (42, "world", object()):
+        with pytest.raises(spillway.UsageError, match="not an mpi4py intracommunicator"):
+            spillway.comm.mpi(br, bad)

@@ -45,5 +45,10 @@ int world_rank() noexcept;
 /// provides the bounce buffers for device buffers (PINNED_HOST where live, else HOST) and must
 /// outlive it. @throws spillway::logic_error without MPI or before MPI_Init
 std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& br);
+/// The same over a duplicate of the MPI communicator whose handle (an MPI_Comm of this build's
+/// MPI library) is at `mpi_comm`: a sub-communicator, or one of a program that set up MPI
+/// itself (mpi4py's `MPI._addressof(comm)`). Collective over that communicator.
+/// @throws spillway::logic_error without MPI, before MPI_Init, or for a null address
+std::unique_ptr<Communicator> make_mpi_communicator(BufferResource& br, const void* mpi_comm);
 
 }  // namespace spillway
