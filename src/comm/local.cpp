@@ -12,12 +12,51 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 namespace spillway {
 
 namespace detail {
 
 class LocalRequest;
+
+/// The unmatched requests of one receiving rank, queued by (origin rank, tag) in posting order:
+/// matching looks at one queue, not at every request (a shuffle of many partitions has
+/// thousands in flight).
+class RequestQueues {
+ public:
+  void push(Rank origin, Tag tag, std::shared_ptr<LocalRequest> r) {
+    queues_[key(origin, tag)].push_back(std::move(r));
+  }
+  /// The oldest request from `origin` with `tag`, taken out; null when there is none.
+  std::shared_ptr<LocalRequest> take(Rank origin, Tag tag) {
+    auto it = queues_.find(key(origin, tag));
+    if (it == queues_.end()) return nullptr;
+    auto r = std::move(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) queues_.erase(it);
+    return r;
+  }
+  /// Takes `r` out if it is still queued.
+  void erase(Rank origin, Tag tag, const LocalRequest* r) {
+    auto it = queues_.find(key(origin, tag));
+    if (it == queues_.end()) return;
+    auto& q = it->second;
+    for (auto e = q.begin(); e != q.end(); ++e) {
+      if (e->get() == r) {
+        q.erase(e);
+        break;
+      }
+    }
+    if (q.empty()) queues_.erase(it);
+  }
+
+ private:
+  static std::uint64_t key(Rank origin, Tag tag) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(origin)) << 32) | tag.value();
+  }
+  std::unordered_map<std::uint64_t, std::deque<std::shared_ptr<LocalRequest>>> queues_;
+};
 
 /// What the ranks of one group share: the unmatched sends and receives, the small messages,
 /// the barrier and who has left.
@@ -28,9 +67,9 @@ struct LocalHub {
   std::mutex mutex;
   std::condition_variable cv;
   std::vector<std::atomic<bool>> gone;
-  // Indexed by the receiving rank, in posting order.
-  std::vector<std::deque<std::shared_ptr<LocalRequest>>> pending;  // sends waiting for a receive
-  std::vector<std::deque<std::shared_ptr<LocalRequest>>> posted;   // receives waiting for a send
+  // Indexed by the receiving rank.
+  std::vector<RequestQueues> pending;  // sends waiting for a receive
+  std::vector<RequestQueues> posted;   // receives waiting for a send
   std::vector<std::deque<std::pair<Tag, Message>>> messages;
   std::size_t barrier_waiting{0};
   std::uint64_t barrier_generation{0};
@@ -74,13 +113,13 @@ class LocalRequest final : public Request {
   void cancel() noexcept override {
     {
       std::lock_guard lock(hub_->mutex);
-      auto& q = is_send ? hub_->pending[static_cast<std::size_t>(peer)]
-                        : hub_->posted[static_cast<std::size_t>(self)];
-      for (auto it = q.begin(); it != q.end(); ++it) {
-        if (it->get() == this) {
-          q.erase(it);
-          return;
+      if (state.load() == queued) {
+        if (is_send) {
+          hub_->pending[static_cast<std::size_t>(peer)].erase(self, tag, this);
+        } else {
+          hub_->posted[static_cast<std::size_t>(self)].erase(peer, tag, this);
         }
+        return;
       }
     }
     while (state.load() == matched) std::this_thread::yield();  // the copy is being issued
@@ -161,26 +200,14 @@ void transfer(LocalHub& hub, LocalRequest& send, LocalRequest& recv) {
   const Stream stream = hub.copy_streams.at(static_cast<std::size_t>(device));
   send.ready.wait_on(stream);
   recv.ready.wait_on(stream);
+  send.ready = Event{};  // (back to the pool now, not when the requests go)
+  recv.ready = Event{};
   auto event = std::make_shared<Event>();
   cuda::memcpy_async(dst.data(), src.data(), send.bytes, stream);
   event->record(stream);
   send.event = recv.event = event;
   send.state.store(LocalRequest::copying, std::memory_order_release);
   recv.state.store(LocalRequest::copying, std::memory_order_release);
-}
-
-/// The first request of `q` from `from` with `tag`, taken out of the queue.
-std::shared_ptr<LocalRequest> take(std::deque<std::shared_ptr<LocalRequest>>& q, Rank from, Tag tag,
-                                   bool sends) {
-  for (auto it = q.begin(); it != q.end(); ++it) {
-    const Rank origin = sends ? (*it)->self : (*it)->peer;
-    if (origin == from && (*it)->tag == tag) {
-      auto r = *it;
-      q.erase(it);
-      return r;
-    }
-  }
-  return nullptr;
 }
 
 }  // namespace
@@ -253,13 +280,15 @@ std::unique_ptr<Future> LocalCommunicator::post(std::shared_ptr<detail::LocalReq
   std::shared_ptr<detail::LocalRequest> match;
   {
     std::lock_guard lock(hub_->mutex);
-    match = detail::take(matches, req->is_send ? rank() : req->peer, req->tag, !req->is_send);
+    // The match comes from the other side: a send's receive is from its destination, a
+    // receive's send from its source; queued, a request is filed under its own origin.
+    match = matches.take(req->is_send ? rank() : req->peer, req->tag);
     if (match) {
       // Claimed under the lock, so that neither side reports the peer gone meanwhile.
       req->state.store(detail::LocalRequest::matched);
       match->state.store(detail::LocalRequest::matched);
     } else {
-      queue.push_back(req);
+      queue.push(req->is_send ? rank() : req->peer, req->tag, req);
     }
   }
   if (match) {

@@ -12,7 +12,9 @@
 #include <cctype>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -356,6 +358,67 @@ void* event_create_for(Stream stream) {
 
 void event_destroy(void* event) noexcept {
   (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
+
+namespace {
+/// Released events per device (never destroyed at exit: the CUDA context may be gone first).
+struct EventPool {
+  static constexpr std::size_t most = 65536;
+  std::mutex mutex;
+  std::vector<std::vector<cudaEvent_t>> free;  // per device
+};
+EventPool& event_pool() {
+  static auto* pool = new EventPool;  // NOLINT: intentionally leaked, see above
+  return *pool;
+}
+}  // namespace
+
+void* event_acquire(Stream stream, int* device) {
+  int d = 0;
+  SPILLWAY_CUDA_TRY(cudaStreamGetDevice(s(stream), &d));
+  *device = d;
+  EventPool& pool = event_pool();
+  {
+    std::lock_guard lock(pool.mutex);
+    if (static_cast<std::size_t>(d) < pool.free.size() && !pool.free[d].empty()) {
+      cudaEvent_t e = pool.free[d].back();
+      pool.free[d].pop_back();
+      return e;
+    }
+  }
+  int current = 0;
+  SPILLWAY_CUDA_TRY(cudaGetDevice(&current));
+  if (d != current) SPILLWAY_CUDA_TRY(cudaSetDevice(d));
+  cudaEvent_t e = nullptr;
+  const cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  if (d != current) SPILLWAY_CUDA_TRY(cudaSetDevice(current));
+  SPILLWAY_CUDA_TRY(err);
+  return e;
+}
+
+void event_release(void* event, int device) noexcept {
+  auto e = static_cast<cudaEvent_t>(event);
+  EventPool& pool = event_pool();
+  {
+    std::lock_guard lock(pool.mutex);
+    if (device >= 0) {
+      if (static_cast<std::size_t>(device) >= pool.free.size()) {
+        try {
+          pool.free.resize(static_cast<std::size_t>(device) + 1);
+        } catch (...) {
+        }
+      }
+      if (static_cast<std::size_t>(device) < pool.free.size() &&
+          pool.free[device].size() < EventPool::most) {
+        try {
+          pool.free[device].push_back(e);
+          return;
+        } catch (...) {
+        }
+      }
+    }
+  }
+  (void)cudaEventDestroy(e);
 }
 
 void event_record(void* event, Stream stream) {

@@ -98,6 +98,10 @@ void* event_create_for(Stream /*stream*/) {
   no_cuda("event_create_for");
 }
 void event_destroy(void* /*event*/) noexcept {}
+void* event_acquire(Stream /*stream*/, int* /*device*/) {
+  no_cuda("event_acquire");
+}
+void event_release(void* /*event*/, int /*device*/) noexcept {}
 void event_record(void* /*event*/, Stream /*stream*/) {
   no_cuda("event_record");
 }

@@ -28,13 +28,25 @@ OwningStream& OwningStream::operator=(OwningStream&& other) noexcept {
 }
 
 Event::~Event() {
-  if (event_ != nullptr) cuda::event_destroy(event_);
+  reset();
+}
+
+void Event::reset() noexcept {
+  if (event_ == nullptr) return;
+  if (timed_) {
+    cuda::event_destroy(event_);
+  } else {
+    cuda::event_release(event_, device_);
+  }
+  event_ = nullptr;
 }
 
 Event& Event::operator=(Event&& other) noexcept {
   if (this != &other) {
-    if (event_ != nullptr) cuda::event_destroy(event_);
+    reset();
     event_ = other.event_;
+    device_ = other.device_;
+    timed_ = other.timed_;
     other.event_ = nullptr;
   }
   return *this;
@@ -42,7 +54,9 @@ Event& Event::operator=(Event&& other) noexcept {
 
 void Event::record(Stream stream) {
   if (!cuda::is_available()) return;
-  if (event_ == nullptr) event_ = cuda::event_create_for(stream);  // on the stream's device
+  if (event_ == nullptr) {  // on the stream's device
+    event_ = timed_ ? cuda::event_create_for(stream) : cuda::event_acquire(stream, &device_);
+  }
   cuda::event_record(event_, stream);
 }
 

@@ -125,7 +125,7 @@ std::unique_ptr<Buffer> BufferResource::copy(const Buffer& src, MemoryReservatio
       copy_from_disk(src, *dst, stream);
     } else if (n > 0 && (from == MemoryType::DEVICE || to == MemoryType::DEVICE)) {
       activate_device();
-      Event start;
+      Event start = Event::timed();
       start.record(stream);
       cuda::memcpy_async(dst->data(), src.data(), n, stream);
       dst->set_pending(stream, std::move(start), copy_stat(from, to));

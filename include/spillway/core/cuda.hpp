@@ -83,10 +83,17 @@ void* stream_create(bool high_priority = false);
 void stream_destroy(void* stream) noexcept;
 void stream_synchronize(Stream stream);
 
+/// A timed event (cudaEventDefault) on the current device.
 void* event_create();
-/// An event on the device of `stream` (which need not be the current one), to record there.
+/// A timed event on the device of `stream` (which need not be the current one), to record there.
 void* event_create_for(Stream stream);
 void event_destroy(void* event) noexcept;
+/// An event with timing disabled on the device of `stream` (written to `*device`), from that
+/// device's pool of released ones when it has one, else new.
+void* event_acquire(Stream stream, int* device);
+/// Gives an event of event_acquire back to its device's pool (a pending record may still
+/// complete; the next user's record replaces it). The pool keeps at most 65536 per device.
+void event_release(void* event, int device) noexcept;
 void event_record(void* event, Stream stream);
 /// True when the work before the record has completed.
 bool event_query(void* event);

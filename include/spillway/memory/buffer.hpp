@@ -82,7 +82,7 @@ class Buffer {
   bool view_{false};
   std::shared_ptr<const void> keepalive_;  // what a view holds alive (may be empty)
   struct Pending {
-    Event start, end;
+    Event start, end = Event::timed();
     std::string_view stat;
   };
   mutable std::unique_ptr<Pending> pending_;
