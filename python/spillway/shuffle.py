@@ -41,17 +41,57 @@ def _in_slices(data: Any, rows: int) -> Any:
 
 def shuffle(data: Any, keys: Sequence[int | str], comm: _spillway.Communicator,
             br: _spillway.BufferResource, partitions: int | None = None, op_id: int = 0,
-            batch_rows: int = 65536) -> Iterator[tuple[int, Any]]:
+            batch_rows: int = 65536, progress: bool = False) -> Iterator[tuple[int, Any]]:
     """Shuffles `data` (anything with __arrow_c_stream__ or __arrow_c_array__; a stream is
     inserted batch by batch) between the ranks of `comm`: rows go to the owner of the hash of
     their key columns (names or indices) modulo `partitions` (default: one per rank). Yields
     (partition, pyarrow.Table) for this rank's partitions as they complete. Every rank must
     call it with the same keys, partitions and op_id. A pyarrow table goes in slices of
     `batch_rows` rows. Waits raise CommError after comm.timeout seconds without progress;
-    Ctrl-C raises KeyboardInterrupt."""
+    Ctrl-C raises KeyboardInterrupt. progress=True shows a tqdm bar per rank of the bytes it
+    has received and the partitions it has handed out (tqdm must be installed)."""
     for pid, (table,) in shuffle_together([(data, keys)], comm, br, partitions, op_id,
-                                          batch_rows):
+                                          batch_rows, progress):
         yield pid, table
+
+
+class _Progress:
+    """A tqdm bar of one rank's received shuffle bytes (the `shuffle-payload-recv` statistic,
+    counted from the bar's start) and handed-out partitions; nothing when off."""
+
+    def __init__(self, on: bool, comm: _spillway.Communicator, br: _spillway.BufferResource,
+                 partitions: int):
+        self._bar = None
+        if not on:
+            return
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            raise UsageError("progress=True needs tqdm (pip install tqdm)") from None
+        self._br = br
+        self._start = self._received()
+        self._shown = 0.0
+        self._parts = partitions
+        self._bar = tqdm(unit="B", unit_scale=True, unit_divisor=1024, position=comm.rank,
+                         desc=f"rank {comm.rank}/{comm.nranks} shuffle", leave=True)
+        self.update(0)
+
+    def _received(self) -> float:
+        return self._br.statistics().get("shuffle-payload-recv", {}).get("bytes", 0.0)
+
+    def update(self, handed: int) -> None:
+        if self._bar is None:
+            return
+        now = self._received() - self._start
+        if now > self._shown:
+            self._bar.update(now - self._shown)
+            self._shown = now
+        self._bar.set_postfix_str(f"partitions {handed}/{self._parts}", refresh=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
 
 def _insert(s: _spillway.Shuffler, data: Any, keys: Sequence[int | str],
@@ -73,20 +113,33 @@ def _insert(s: _spillway.Shuffler, data: Any, keys: Sequence[int | str],
 def shuffle_together(inputs: Sequence[tuple[Any, Sequence[int | str]]],
                      comm: _spillway.Communicator, br: _spillway.BufferResource,
                      partitions: int | None = None, op_id: int = 0, batch_rows: int = 65536,
-                     ) -> Iterator[tuple[int, tuple[Any, ...]]]:
+                     progress: bool = False) -> Iterator[tuple[int, tuple[Any, ...]]]:
     """Shuffles several tables into the same partitions at once (the two sides of a join: rows
     with equal keys meet in one partition) and yields (partition, (table of each input, ...))
     once a partition has arrived from every input. The others wait where they landed, spillable,
     so that only the partition being handed over is in memory: a join of each partition in
-    turn runs in bounded memory. Op ids op_id .. op_id + len(inputs) - 1 are used."""
-    import pyarrow as pa
+    turn runs in bounded memory. Op ids op_id .. op_id + len(inputs) - 1 are used.
+    progress=True: as shuffle's."""
     total = comm.nranks if partitions is None else int(partitions)
     shufflers = [_spillway.Shuffler(comm, op_id + i, total, br) for i in range(len(inputs))]
-    schemas = [_insert(s, data, keys, br, batch_rows) for s, (data, keys) in zip(shufflers, inputs)]
+    local = shufflers[0].local_partitions if shufflers else []
+    bar = _Progress(progress, comm, br, len(local))
+    try:
+        schemas = [_insert(s, data, keys, br, batch_rows)
+                   for s, (data, keys) in zip(shufflers, inputs)]
+        yield from _hand_out(shufflers, schemas, local, comm, bar)
+    finally:
+        bar.close()
+
+
+def _hand_out(shufflers: list[_spillway.Shuffler], schemas: list[Any], local: Sequence[int],
+              comm: _spillway.Communicator, bar: _Progress,
+              ) -> Iterator[tuple[int, tuple[Any, ...]]]:
+    """shuffle_together's second half: each local partition once every input's part is in."""
+    import pyarrow as pa
     arrived: list[set[int]] = [set() for _ in shufflers]  # handed out, not yet extracted
     polled = [0] * len(shufflers)  # partitions each shuffler has handed out so far
-    local = shufflers[0].local_partitions if shufflers else []
-    for _ in local:
+    for handed, _ in enumerate(local):
         deadline = time.monotonic() + comm.timeout
         while not (ready := set.intersection(*arrived)):
             progressed = False
@@ -103,6 +156,7 @@ def shuffle_together(inputs: Sequence[tuple[Any, Sequence[int | str]]],
                     progressed = True
             if progressed:
                 deadline = time.monotonic() + comm.timeout
+            bar.update(handed)
         pid = min(ready)
         tables = []
         for s, got, schema in zip(shufflers, arrived, schemas):
@@ -113,4 +167,5 @@ def shuffle_together(inputs: Sequence[tuple[Any, Sequence[int | str]]],
             else:
                 tables.append(to_arrow(part))
             del part  # spillway's copy goes before the next partition is unpacked
+        bar.update(handed + 1)
         yield pid, tuple(tables)

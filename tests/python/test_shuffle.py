@@ -1,6 +1,7 @@
 """The shuffle from Python on local ranks: every row arrives once, each key in one
 partition, also with spilling forced; a rank that raises makes its peers fail, not hang."""
 
+import sys
 import time
 
 import pyarrow as pa
@@ -72,4 +73,32 @@ def test_bad_keys_are_usage_errors():
         return list(spillway.shuffle(rank_input(comm.rank), ["nope"], comm, br))
 
     with pytest.raises(spillway.UsageError, match="nope"):
+        spillway.comm.local(1, rank, use_gpu=False)
+
+
+def test_progress_shows_each_ranks_bytes_and_partitions(capfd):
+    pytest.importorskip("tqdm")
+
+    def rank(comm, br):
+        parts = list(spillway.shuffle(rank_input(comm.rank), ["key"], comm, br, partitions=4,
+                                      progress=True))
+        return len(parts), br.statistics().get("shuffle-payload-recv", {}).get("bytes", 0)
+
+    results = spillway.comm.local(2, rank, use_gpu=False)
+    err = capfd.readouterr().err
+    assert sum(n for n, _ in results) == 4
+    for r, (n, received) in enumerate(results):
+        assert received > 0
+        assert f"rank {r}/2 shuffle" in err, err
+        assert f"partitions {n}/{n}" in err, err
+
+
+def test_progress_without_tqdm_is_a_usage_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+
+    def rank(comm, br):
+        return list(spillway.shuffle(rank_input(comm.rank), ["key"], comm, br, progress=True))
+
+    with pytest.raises(spillway.UsageError, match="needs tqdm"):
         spillway.comm.local(1, rank, use_gpu=False)
