@@ -9,7 +9,9 @@
     parts = spillway.comm.local(2, rank, host_limit="1GiB")   # one result per rank
 
 Tables go in through the Arrow PyCapsule interface (pyarrow, Polars, DuckDB results) and come
-out as pyarrow Tables. Every C++ error is one of spillway.errors' classes.
+out as pyarrow Tables; fixed-width columns also go in and out through DLPack (PyTorch, CuPy,
+NumPy), on the GPU without a copy through the host: `spillway.from_dlpack({...}, br)`,
+`table.column("a")`. Every C++ error is one of spillway.errors' classes.
 """
 
 from . import _spillway
@@ -21,7 +23,9 @@ _spillway._register_errors({name: getattr(errors, name) for name in (
     "OutOfMemory", "CommError", "IoError", "CorruptDataError", "CudaError", "UsageError")})
 
 from ._spillway import BufferResource, Communicator, Shuffler, Table  # noqa: E402
-from .tables import from_arrow, to_arrow  # noqa: E402
+from .tables import ColumnArray, column, from_arrow, from_dlpack, to_arrow  # noqa: E402
+
+Table.column = column  # t.column('a'): a DLPack / CUDA array view of one column
 from .shuffle import shuffle  # noqa: E402
 from . import comm  # noqa: E402
 
@@ -39,6 +43,7 @@ def settings() -> dict:
 
 
 __all__ = ["BufferResource", "Communicator", "Shuffler", "Table", "from_arrow", "to_arrow",
+           "from_dlpack", "column", "ColumnArray",
            "shuffle", "comm", "cuda_available", "settings", "errors", "SpillwayError",
            "OutOfMemory", "CommError", "IoError", "CorruptDataError", "CudaError", "UsageError",
            "__version__"]

@@ -41,7 +41,8 @@ def _in_slices(data: Any, rows: int) -> Any:
 
 def shuffle(data: Any, keys: Sequence[int | str], comm: _spillway.Communicator,
             br: _spillway.BufferResource, partitions: int | None = None, op_id: int = 0,
-            batch_rows: int = 65536, progress: bool = False) -> Iterator[tuple[int, Any]]:
+            batch_rows: int = 65536, progress: bool = False,
+            device: bool = False) -> Iterator[tuple[int, Any]]:
     """Shuffles `data` (anything with __arrow_c_stream__ or __arrow_c_array__; a stream is
     inserted batch by batch) between the ranks of `comm`: rows go to the owner of the hash of
     their key columns (names or indices) modulo `partitions` (default: one per rank). Yields
@@ -49,9 +50,12 @@ def shuffle(data: Any, keys: Sequence[int | str], comm: _spillway.Communicator,
     call it with the same keys, partitions and op_id. A pyarrow table goes in slices of
     `batch_rows` rows. Waits raise CommError after comm.timeout seconds without progress;
     Ctrl-C raises KeyboardInterrupt. progress=True shows a tqdm bar per rank of the bytes it
-    has received and the partitions it has handed out (tqdm must be installed)."""
+    has received and the partitions it has handed out (tqdm must be installed).
+    device=True yields spillway Tables on the GPU instead (take their columns with
+    `table.column(name)` through DLPack); `data` may then be a spillway Table on the GPU
+    (spillway.from_dlpack), which is partitioned there."""
     for pid, (table,) in shuffle_together([(data, keys)], comm, br, partitions, op_id,
-                                          batch_rows, progress):
+                                          batch_rows, progress, device):
         yield pid, table
 
 
@@ -99,9 +103,15 @@ def _insert(s: _spillway.Shuffler, data: Any, keys: Sequence[int | str],
     """Inserts every batch of `data`; returns its schema (None for no columns)."""
     schema = None
     key_columns: list[int] = []
+    first = True
     for batch in batches(_in_slices(data, batch_rows), br):
-        if schema is None:
-            schema = to_arrow(batch).schema if batch.num_columns else None
+        if first:
+            first = False
+            # (A table on the GPU is not copied to the host for its schema: its empty
+            # partitions come out without columns.)
+            on_gpu = isinstance(batch, _spillway.Table) and batch.on_gpu
+            if batch.num_columns and not on_gpu:
+                schema = to_arrow(batch).schema
             key_columns = _key_indices(keys, batch.column_names)
         if batch.num_rows:
             s.insert(batch, key_columns)
@@ -113,13 +123,14 @@ def _insert(s: _spillway.Shuffler, data: Any, keys: Sequence[int | str],
 def shuffle_together(inputs: Sequence[tuple[Any, Sequence[int | str]]],
                      comm: _spillway.Communicator, br: _spillway.BufferResource,
                      partitions: int | None = None, op_id: int = 0, batch_rows: int = 65536,
-                     progress: bool = False) -> Iterator[tuple[int, tuple[Any, ...]]]:
+                     progress: bool = False, device: bool = False,
+                     ) -> Iterator[tuple[int, tuple[Any, ...]]]:
     """Shuffles several tables into the same partitions at once (the two sides of a join: rows
     with equal keys meet in one partition) and yields (partition, (table of each input, ...))
     once a partition has arrived from every input. The others wait where they landed, spillable,
     so that only the partition being handed over is in memory: a join of each partition in
     turn runs in bounded memory. Op ids op_id .. op_id + len(inputs) - 1 are used.
-    progress=True: as shuffle's."""
+    progress and device: as shuffle's."""
     total = comm.nranks if partitions is None else int(partitions)
     shufflers = [_spillway.Shuffler(comm, op_id + i, total, br) for i in range(len(inputs))]
     local = shufflers[0].local_partitions if shufflers else []
@@ -127,13 +138,13 @@ def shuffle_together(inputs: Sequence[tuple[Any, Sequence[int | str]]],
     try:
         schemas = [_insert(s, data, keys, br, batch_rows)
                    for s, (data, keys) in zip(shufflers, inputs)]
-        yield from _hand_out(shufflers, schemas, local, comm, bar)
+        yield from _hand_out(shufflers, schemas, local, comm, bar, device)
     finally:
         bar.close()
 
 
 def _hand_out(shufflers: list[_spillway.Shuffler], schemas: list[Any], local: Sequence[int],
-              comm: _spillway.Communicator, bar: _Progress,
+              comm: _spillway.Communicator, bar: _Progress, device: bool,
               ) -> Iterator[tuple[int, tuple[Any, ...]]]:
     """shuffle_together's second half: each local partition once every input's part is in."""
     import pyarrow as pa
@@ -161,7 +172,10 @@ def _hand_out(shufflers: list[_spillway.Shuffler], schemas: list[Any], local: Se
         tables = []
         for s, got, schema in zip(shufflers, arrived, schemas):
             got.discard(pid)
-            part = s.extract(pid)
+            part = s.extract(pid, device)
+            if device:
+                tables.append(part)  # (an empty Table when no rank had rows for it)
+                continue
             if part.num_columns == 0:  # no rank had rows for it
                 tables.append(schema.empty_table() if schema is not None else pa.table({}))
             else:

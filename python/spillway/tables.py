@@ -1,11 +1,12 @@
 """Tables in and out: anything with __arrow_c_array__ or __arrow_c_stream__ goes in, pyarrow
-comes out."""
+comes out; fixed-width columns also through DLPack (from_dlpack in, column() out)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from . import _spillway
+from .errors import UsageError
 
 
 def batches(data: Any, br: _spillway.BufferResource) -> Iterator[_spillway.Table]:
@@ -48,3 +49,58 @@ def to_arrow(table: _spillway.Table):
     """The table as a pyarrow.Table."""
     import pyarrow as pa
     return pa.table(pa.record_batch(table))
+
+
+def from_dlpack(columns: Mapping[str, Any], br: _spillway.BufferResource) -> _spillway.Table:
+    """A spillway Table copied from one-dimensional arrays with __dlpack__ (PyTorch, CuPy,
+    NumPy, JAX), named by the mapping's keys: arrays on the GPU into DEVICE memory (a copy on
+    the GPU, none through the host), host arrays into HOST memory. Columns are fixed-width
+    (int8..int64, uint8..uint64, float32, float64, bool) and have no nulls; for strings and
+    nulls use the Arrow interface."""
+    names = [str(n) for n in columns]
+    arrays = list(columns.values())
+    for name, a in zip(names, arrays):
+        if not hasattr(a, "__dlpack__"):
+            raise UsageError(f"column {name!r}: {type(a).__name__} has no __dlpack__ (want a "
+                             f"PyTorch, CuPy, NumPy or JAX array)")
+        shape = getattr(a, "shape", None)
+        if shape is not None and len(shape) != 1:
+            raise UsageError(f"column {name!r}: an array of shape {tuple(shape)} (want one "
+                             f"dimension)")
+    try:
+        return _spillway.table_from_arrays(arrays, names, br)
+    except TypeError as e:  # nanobind could not take one of them
+        raise UsageError(f"columns {names}: not one-dimensional DLPack arrays ({e})") from None
+
+
+class ColumnArray:
+    """One column of a spillway Table as an array, without a copy: DLPack
+    (`torch.from_dlpack`, `cupy.from_dlpack`, `numpy.from_dlpack`) and, for a column on the
+    GPU, `__cuda_array_interface__`. It keeps the table alive."""
+
+    __slots__ = ("_array", "_interface")
+
+    def __init__(self, table: _spillway.Table, column: int | str):
+        if isinstance(column, str):
+            if column not in table.column_names:
+                raise UsageError(f"no column {column!r} (the columns: {table.column_names})")
+            column = table.column_names.index(column)
+        self._array = _spillway.column_array(table, int(column))
+        self._interface = _spillway.column_interface(table, int(column))
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._array.__dlpack_device__()
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        if self._interface is None:
+            raise AttributeError("the column is in host memory: use __dlpack__ (numpy.from_dlpack)")
+        return self._interface
+
+
+def column(table: _spillway.Table, key: int | str) -> ColumnArray:
+    """Column `key` (a name or an index) of `table` as a ColumnArray (see there)."""
+    return ColumnArray(table, key)

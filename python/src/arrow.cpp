@@ -52,6 +52,18 @@ Table import_capsules(nb::handle schema_capsule, nb::handle array_capsule, Buffe
   return concat(std::span<const TableView>(&v, 1), br);  // spillway's own copy
 }
 
+bool on_host(const Table& table) {
+  const auto host = [](const Buffer* b) {
+    return b == nullptr || b->mem_type() == MemoryType::HOST ||
+           b->mem_type() == MemoryType::PINNED_HOST;
+  };
+  for (std::size_t c = 0; c < table.num_columns(); ++c) {
+    const Column& col = table.column(c);
+    if (!host(&col.data()) || !host(col.offsets()) || !host(col.null_mask())) return false;
+  }
+  return true;
+}
+
 nb::tuple export_capsules(const Table& table) {
   auto* schema = static_cast<ArrowSchema*>(std::calloc(1, sizeof(ArrowSchema)));
   auto* array = static_cast<ArrowArray*>(std::calloc(1, sizeof(ArrowArray)));
@@ -125,17 +137,34 @@ nb::object ArrowStreamReader::schema() {
 
 void bind_arrow(nb::module_& m) {
   nb::class_<Table>(m, "Table",
-                    "A host table of spillway's (int8..uint64, float32/64, bool, utf8 columns "
-                    "with validity), in and out through the Arrow PyCapsule interface.")
+                    "A table of spillway's (int8..uint64, float32/64, bool, utf8 columns with "
+                    "validity), in and out through the Arrow PyCapsule interface (a table on "
+                    "the GPU comes out through a host copy) and, fixed-width columns, DLPack.")
       .def_prop_ro("num_rows", &Table::num_rows)
       .def_prop_ro("num_columns", &Table::num_columns)
       .def_prop_ro("column_names", [](const Table& t) { return t.names(); })
+      .def_prop_ro(
+          "on_gpu",
+          [](const Table& t) {
+            return t.num_columns() > 0 && t.column(0).data().mem_type() == MemoryType::DEVICE;
+          },
+          "Whether its columns are in GPU memory (from DLPack arrays on the GPU, or "
+          "Shuffler.extract(device=True)).")
       .def(
           "__arrow_c_array__",
           [](const Table& t, nb::handle requested_schema) {
             SPILLWAY_EXPECTS(requested_schema.is_none(),
                              "__arrow_c_array__: a requested schema is not supported");
-            return export_capsules(t);
+            if (on_host(t)) return export_capsules(t);
+            // A table on the GPU (or spilled) comes out through a copy in host memory.
+            BufferResource& br = t.column(0).data().resource();
+            const Table host = [&] {
+              nb::gil_scoped_release nogil;
+              Table h = copy_table(t, MemoryType::HOST, br, br.stream());
+              br.stream().synchronize();
+              return h;
+            }();
+            return export_capsules(host);
           },
           nb::arg("requested_schema") = nb::none(),
           "The table as a record batch: (schema capsule, array capsule).");

@@ -12,5 +12,6 @@ void bind_memory(nb::module_& m);
 void bind_arrow(nb::module_& m);
 void bind_comm(nb::module_& m);
 void bind_shuffle(nb::module_& m);
+void bind_dlpack(nb::module_& m);
 
 }  // namespace spillway::python

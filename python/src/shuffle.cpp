@@ -5,6 +5,7 @@
 
 #include <spillway/core/error.hpp>
 #include <spillway/shuffle/shuffler.hpp>
+#include <spillway/table/gpu.hpp>
 #include <spillway/table/pack.hpp>
 #include <spillway/table/partition.hpp>
 
@@ -31,8 +32,13 @@ class PyShuffler {
                        "key column " + std::to_string(k) + " of a table with " +
                            std::to_string(table.num_columns()) + " columns");
     }
+    const bool device = table.num_columns() > 0 && !on_host(table);
+    SPILLWAY_EXPECTS(!device || table.column(0).data().mem_type() == MemoryType::DEVICE,
+                     "insert: a table neither in host memory nor on the GPU (spilled?)");
     nb::gil_scoped_release nogil;
-    auto packed = partition_and_pack(table.view(), keys, total_, br_);
+    // A table on the GPU (from DLPack arrays) is partitioned there.
+    auto packed = device ? gpu::partition_and_pack(table.view(), keys, total_, br_, br_.stream())
+                         : partition_and_pack(table.view(), keys, total_, br_);
     std::unordered_map<PartID, PackedData> chunks;
     for (PartID p = 0; p < total_; ++p) {
       if (packed[p].payload != nullptr && packed[p].payload->size() > 0) {
@@ -58,9 +64,14 @@ class PyShuffler {
         std::chrono::milliseconds(static_cast<long long>(seconds * 1000)));
   }
 
-  Table extract(PartID pid) {
+  Table extract(PartID pid, bool device) {
+    SPILLWAY_EXPECTS(!device || br_.is_live(MemoryType::DEVICE),
+                     "extract(device=True) with a BufferResource that has no DEVICE tier");
     nb::gil_scoped_release nogil;
-    return unpack_and_concat(shuffler_.extract(pid), br_);
+    if (!device) return unpack_and_concat(shuffler_.extract(pid), br_);
+    Table t = gpu::unpack_and_concat(shuffler_.extract(pid), br_, br_.stream());
+    br_.stream().synchronize();
+    return t;
   }
 
   [[nodiscard]] bool finished() const { return shuffler_.finished(); }
@@ -92,8 +103,10 @@ void bind_shuffle(nb::module_& m) {
            "after it.")
       .def("poll", &PyShuffler::poll, nb::arg("timeout"),
            "A local partition that has completed within `timeout` seconds, or None.")
-      .def("extract", &PyShuffler::extract, nb::arg("partition"), nb::keep_alive<0, 1>(),
-           "A completed partition as one table.")
+      .def("extract", &PyShuffler::extract, nb::arg("partition"), nb::arg("device") = false,
+           nb::keep_alive<0, 1>(),
+           "A completed partition as one table: in host memory, or with device=True on the GPU "
+           "(to take its columns through DLPack).")
       .def_prop_ro("finished", &PyShuffler::finished)
       .def_prop_ro("local_partitions", &PyShuffler::local_partitions);
 }

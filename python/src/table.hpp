@@ -38,7 +38,9 @@ namespace spillway::python {
 /// A spillway copy of the record batch in two Arrow capsules (consumed).
 /// @throws spillway::logic_error for capsules of another kind or an unsupported type
 Table import_capsules(nb::handle schema_capsule, nb::handle array_capsule, BufferResource& br);
-/// The table as (schema capsule, array capsule), each released with its capsule.
+/// Whether every buffer of the table is in host memory (HOST or PINNED_HOST).
+bool on_host(const Table& table);
+/// The table (in host memory) as (schema capsule, array capsule), each released with its capsule.
 nb::tuple export_capsules(const Table& table);
 
 /// Reads an Arrow stream capsule (consumed) batch by batch.
