@@ -6,6 +6,7 @@
 #include <spillway/comm/mpi.hpp>
 #include <spillway/core/error.hpp>
 
+#include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
