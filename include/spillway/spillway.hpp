@@ -1,22 +1,39 @@
 #pragma once
 /// @file spillway.hpp
-/// Everything public in one include.
+/// Everything public in one include (all but comm/mpi_world.hpp, which needs <mpi.h>).
 
+#include <spillway/comm/bootstrap.hpp>
+#include <spillway/comm/collectives.hpp>
+#include <spillway/comm/communicator.hpp>
+#include <spillway/comm/launch.hpp>
+#include <spillway/comm/local.hpp>
+#include <spillway/comm/logger.hpp>
+#include <spillway/comm/mpi.hpp>
+#include <spillway/comm/progress_thread.hpp>
+#include <spillway/comm/single.hpp>
+#include <spillway/comm/tag.hpp>
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/core/event.hpp>
+#include <spillway/core/host_device.hpp>
 #include <spillway/core/limit.hpp>
 #include <spillway/core/logging.hpp>
 #include <spillway/core/options.hpp>
 #include <spillway/core/stream.hpp>
+#include <spillway/core/topology.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/io/device_reader.hpp>
 #include <spillway/io/device_writer.hpp>
 #include <spillway/io/file_handle.hpp>
+#include <spillway/io/file_io.hpp>
+#include <spillway/io/page_cache.hpp>
+#include <spillway/io/reader.hpp>
+#include <spillway/io/staged_copy.hpp>
 #include <spillway/io/thread_pool.hpp>
 #include <spillway/memory/buffer.hpp>
 #include <spillway/memory/buffer_resource.hpp>
 #include <spillway/memory/device_memory_resource.hpp>
+#include <spillway/memory/file_transfers.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/memory_reservation.hpp>
 #include <spillway/memory/memory_resource.hpp>
@@ -29,5 +46,18 @@
 #include <spillway/memory/spill_manager.hpp>
 #include <spillway/memory/spillable_store.hpp>
 #include <spillway/memory/statistics_adaptor.hpp>
+#include <spillway/shuffle/partition_owner.hpp>
+#include <spillway/shuffle/shuffler.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 #include <spillway/stats/statistics.hpp>
+#include <spillway/table/arrow.hpp>
+#include <spillway/table/checksum.hpp>
+#include <spillway/table/column_view.hpp>
+#include <spillway/table/data_type.hpp>
+#include <spillway/table/generator.hpp>
+#include <spillway/table/gpu.hpp>
+#include <spillway/table/hashing.hpp>
+#include <spillway/table/pack.hpp>
+#include <spillway/table/packed_data.hpp>
+#include <spillway/table/partition.hpp>
+#include <spillway/table/table.hpp>

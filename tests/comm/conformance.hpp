@@ -3,6 +3,7 @@
 // test_comm_mpi under mpirun): each case runs on every rank with that rank's communicator and
 // BufferResource.
 
+#include <spillway/comm/collectives.hpp>
 #include <spillway/comm/communicator.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/memory/buffer_resource.hpp>
@@ -11,6 +12,7 @@
 
 #include <chrono>
 #include <functional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -266,6 +268,91 @@ inline std::vector<CommCase> conformance_cases() {
                       logic_error);
          EXPECT_THROW(comm.recv(-1, Tag{}, br.allocate(MemoryType::HOST, 8)), logic_error);
          EXPECT_THROW(comm.send(nullptr, 0, Tag{}), logic_error);
+       }});
+
+  cases.push_back(
+      {"AllgatherBringsEveryRanksBufferIntoTheTierAsked",
+       [](Communicator& comm, BufferResource& br) {
+         // Sizes differ by rank (one rank's is empty, one spans pieces), the senders' tiers and
+         // the receivers' chosen tiers vary; two calls in a row share the op id.
+         const auto tiers = comm_tiers(br);
+         const auto size_of_rank = [](Rank r, std::size_t round) -> std::size_t {
+           if (r == 1) return 0;
+           return (r == 2 ? 17 * MiB : 4096 * (r + 1)) + 7 * round;
+         };
+         std::size_t round = 0;
+         for (MemoryType from : tiers) {
+           for (MemoryType into : tiers) {
+             SCOPED_TRACE(std::string(to_string(from)) + " -> " + std::string(to_string(into)));
+             const std::size_t n = size_of_rank(comm.rank(), round);
+             const auto mine = make_in(br, from, n, seed_of(comm.rank(), 0, round));
+             auto all = allgather(comm, 40, *mine, br, into);
+             ASSERT_EQ(all.size(), static_cast<std::size_t>(comm.nranks()));
+             for (Rank r = 0; r < comm.nranks(); ++r) {
+               const Buffer& b = *all[static_cast<std::size_t>(r)];
+               EXPECT_EQ(b.mem_type(), into);
+               ASSERT_EQ(b.size(), size_of_rank(r, round)) << "from rank " << r;
+               EXPECT_EQ(verify(br, b, seed_of(r, 0, round)), b.size()) << "from rank " << r;
+             }
+             ++round;
+           }
+         }
+       }});
+
+  cases.push_back({"AllreduceSumsMinimaAndMaxima", [](Communicator& comm, BufferResource&) {
+                     const auto n = comm.nranks();
+                     const auto me = comm.rank();
+                     const std::vector<std::int64_t> ints{me - 5, std::int64_t{1} << 40, 3 * me};
+                     const std::vector<std::uint64_t> uints{std::uint64_t(me) * 7, ~0ULL - me};
+                     const std::vector<double> reals{0.1 * me, -1.5, me == 0 ? 1e300 : 1.0};
+                     std::int64_t sum0 = 0;
+                     double rsum = 0;
+                     for (Rank r = 0; r < n; ++r) {
+                       sum0 += r - 5;
+                       rsum += 0.1 * r;
+                     }
+                     EXPECT_EQ(allreduce(comm, 41, std::span(ints), ReduceOp::sum),
+                               (std::vector<std::int64_t>{sum0, std::int64_t(n) << 40,
+                                                          3 * std::int64_t(n) * (n - 1) / 2}));
+                     EXPECT_EQ(allreduce(comm, 41, std::span(ints), ReduceOp::min),
+                               (std::vector<std::int64_t>{-5, std::int64_t{1} << 40, 0}));
+                     EXPECT_EQ(allreduce(comm, 41, std::span(uints), ReduceOp::max),
+                               (std::vector<std::uint64_t>{std::uint64_t(n - 1) * 7, ~0ULL}));
+                     const auto got = allreduce(comm, 41, std::span(reals), ReduceOp::sum);
+                     EXPECT_EQ(got[0], rsum);  // (in rank order, as here: the same bits)
+                     EXPECT_EQ(got[1], -1.5 * n);
+                     EXPECT_EQ(allreduce(comm, 41, std::span(reals), ReduceOp::max)[2], 1e300);
+                     EXPECT_TRUE(
+                         allreduce(comm, 41, std::span<const double>{}, ReduceOp::sum).empty());
+                   }});
+
+  cases.push_back(
+      {"CollectiveMisuseAndAStuckPeerAreErrors", [](Communicator& comm, BufferResource& br) {
+         // Lengths that differ: an error on every rank, which then go on together.
+         const std::vector<std::int64_t> v(comm.rank() == 0 ? 2 : 3, 1);
+         if (comm.nranks() > 1) {
+           EXPECT_THROW(allreduce(comm, 42, std::span(v), ReduceOp::sum), logic_error);
+         }
+         const auto mine = make_in(br, MemoryType::HOST, 8, 1);
+         EXPECT_THROW(allgather(comm, 42, *mine, br, MemoryType::DISK), logic_error);
+         comm.barrier();
+         if (comm.nranks() < 2) return;
+         // Rank 1 never calls: the others fail within the timeout, naming it.
+         if (comm.rank() != 1) {
+           const auto saved = comm.timeout();
+           comm.set_timeout(std::chrono::milliseconds(500));
+           const auto t0 = std::chrono::steady_clock::now();
+           try {
+             (void)allgather(comm, 43, *mine, br, MemoryType::HOST);
+             ADD_FAILURE() << "an allgather without rank 1 completed";
+           } catch (const comm_error& e) {
+             EXPECT_NE(std::string(e.what()).find("nothing from rank(s) 1"), std::string::npos)
+                 << e.what();
+           }
+           EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+           comm.set_timeout(saved);
+         }
+         comm.barrier();
        }});
 
   return cases;
