@@ -54,9 +54,11 @@
 #include <spillway/table/checksum.hpp>
 #include <spillway/table/column_view.hpp>
 #include <spillway/table/data_type.hpp>
+#include <spillway/table/gather.hpp>
 #include <spillway/table/generator.hpp>
 #include <spillway/table/gpu.hpp>
 #include <spillway/table/hashing.hpp>
+#include <spillway/table/join.hpp>
 #include <spillway/table/pack.hpp>
 #include <spillway/table/packed_data.hpp>
 #include <spillway/table/partition.hpp>

@@ -1,0 +1,187 @@
+// The local hash join (join.hpp): a chained hash table of the right side's rows by key hash,
+// probed by ranges of left rows in parallel, each range's pairs kept apart and put together
+// in range order (the output order does not depend on the thread count).
+#include <spillway/table/join.hpp>
+
+#include <spillway/core/error.hpp>
+#include <spillway/table/gather.hpp>
+#include <spillway/table/hashing.hpp>
+
+#include "table/detail/cpu_threads.hpp"
+#include "table/detail/type_dispatch.hpp"
+
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <set>
+#include <string>
+
+namespace spillway {
+
+const char* to_string(JoinType t) noexcept {
+  switch (t) {
+    case JoinType::inner:
+      return "inner";
+    case JoinType::left:
+      return "left";
+    case JoinType::left_semi:
+      return "left_semi";
+    case JoinType::left_anti:
+      return "left_anti";
+    case JoinType::full:
+      return "full";
+  }
+  return "?";
+}
+
+namespace {
+
+TableView keys_of(const TableView& t, std::span<const std::size_t> keys, const char* side) {
+  TableView v;
+  for (std::size_t k : keys) {
+    SPILLWAY_EXPECTS(k < t.num_columns(), std::string("join: ") + side + " key column " +
+                                              std::to_string(k) + " of a table with " +
+                                              std::to_string(t.num_columns()) + " columns");
+    v.columns.push_back(t.columns[k]);
+  }
+  return v;
+}
+
+bool any_null(const TableView& keys, std::size_t row) {
+  for (const ColumnView& c : keys.columns) {
+    if (!c.is_valid(row)) return true;
+  }
+  return false;
+}
+
+/// Whether left row `l` and right row `r` have equal keys (neither has a null key).
+bool keys_equal(const TableView& lk, std::size_t l, const TableView& rk, std::size_t r) {
+  for (std::size_t c = 0; c < lk.columns.size(); ++c) {
+    const ColumnView& a = lk.columns[c];
+    const ColumnView& b = rk.columns[c];
+    if (a.type == TypeId::STRING) {
+      if (a.string(l) != b.string(r)) return false;
+      continue;
+    }
+    const bool same = detail::dispatch_fixed(a.type, [&]<typename T>() {
+      const T x = a.value<T>(l);
+      const T y = b.value<T>(r);
+      if constexpr (std::is_floating_point_v<T>) {
+        return x == y || (std::isnan(x) && std::isnan(y));
+      } else {
+        return x == y;
+      }
+    });
+    if (!same) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+JoinMaps join_maps(const TableView& left, std::span<const std::size_t> left_keys,
+                   const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
+                   std::size_t threads) {
+  SPILLWAY_EXPECTS(!left_keys.empty() && left_keys.size() == right_keys.size(),
+                   "join: " + std::to_string(left_keys.size()) + " left and " +
+                       std::to_string(right_keys.size()) +
+                       " right key columns (want the same "
+                       "number, at least one)");
+  const TableView lk = keys_of(left, left_keys, "left");
+  const TableView rk = keys_of(right, right_keys, "right");
+  for (std::size_t c = 0; c < lk.columns.size(); ++c) {
+    SPILLWAY_EXPECTS(lk.columns[c].type == rk.columns[c].type,
+                     "join: key " + std::to_string(c) + " is " +
+                         std::string(to_string(lk.columns[c].type)) + " on the left and " +
+                         std::string(to_string(rk.columns[c].type)) + " on the right");
+  }
+  const std::size_t nl = left.num_rows();
+  const std::size_t nr = right.num_rows();
+  // The build side: buckets of right rows by hash, chained in row order.
+  std::vector<std::uint32_t> rh(nr);
+  if (nr > 0) hash_rows(rk, 0, nr, default_hash_seed, rh.data());
+  const std::size_t buckets = std::bit_ceil(std::max<std::size_t>(2 * nr, 16));
+  const std::size_t mask = buckets - 1;
+  std::vector<std::int64_t> head(buckets, -1);
+  std::vector<std::int64_t> next(nr, -1);
+  for (std::size_t r = nr; r-- > 0;) {
+    if (any_null(rk, r)) continue;
+    const std::size_t b = rh[r] & mask;
+    next[r] = head[b];
+    head[b] = static_cast<std::int64_t>(r);
+  }
+  // The probe: ranges of left rows in parallel, each into its own maps.
+  const std::size_t nthreads =
+      std::min(detail::resolve_threads(threads), std::max<std::size_t>(1, nl / 4096));
+  std::vector<JoinMaps> parts(nthreads);
+  std::vector<std::uint8_t> matched(type == JoinType::full ? nr : 0, 0);
+  const bool pairs = type == JoinType::inner || type == JoinType::left || type == JoinType::full;
+  detail::parallel_ranges(nl, nthreads, [&](std::size_t t, std::size_t begin, std::size_t end) {
+    JoinMaps& out = parts[t];
+    std::vector<std::uint32_t> lh(end - begin);
+    if (end > begin) hash_rows(lk, begin, end, default_hash_seed, lh.data());
+    for (std::size_t l = begin; l < end; ++l) {
+      bool found = false;
+      if (!any_null(lk, l)) {
+        const std::uint32_t h = lh[l - begin];
+        for (std::int64_t r = head[h & mask]; r >= 0; r = next[static_cast<std::size_t>(r)]) {
+          const auto ru = static_cast<std::size_t>(r);
+          if (rh[ru] != h || !keys_equal(lk, l, rk, ru)) continue;
+          found = true;
+          if (!pairs) break;
+          out.left.push_back(static_cast<std::int64_t>(l));
+          out.right.push_back(r);
+          if (type == JoinType::full) {
+            std::atomic_ref<std::uint8_t>(matched[ru]).store(1, std::memory_order_relaxed);
+          }
+        }
+      }
+      const bool keep = type == JoinType::left_semi   ? found
+                        : type == JoinType::left_anti ? !found
+                                                      : !found && type != JoinType::inner;
+      if (keep) {
+        out.left.push_back(static_cast<std::int64_t>(l));
+        if (pairs) out.right.push_back(-1);
+      }
+    }
+  });
+  JoinMaps maps;
+  std::size_t total = 0;
+  for (const JoinMaps& p : parts) total += p.left.size();
+  maps.left.reserve(total);
+  if (pairs) maps.right.reserve(total);
+  for (const JoinMaps& p : parts) {
+    maps.left.insert(maps.left.end(), p.left.begin(), p.left.end());
+    maps.right.insert(maps.right.end(), p.right.begin(), p.right.end());
+  }
+  if (type == JoinType::full) {
+    for (std::size_t r = 0; r < nr; ++r) {
+      if (matched[r] == 0) {
+        maps.left.push_back(-1);
+        maps.right.push_back(static_cast<std::int64_t>(r));
+      }
+    }
+  }
+  return maps;
+}
+
+Table hash_join(const TableView& left, std::span<const std::size_t> left_keys,
+                const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
+                BufferResource& br, std::size_t threads) {
+  const JoinMaps maps = join_maps(left, left_keys, right, right_keys, type, threads);
+  Table l = gather(left, maps.left, br);
+  if (type == JoinType::left_semi || type == JoinType::left_anti) return l;
+  Table r = gather(right, maps.right, br);
+  std::vector<std::string> names = l.names();
+  std::set<std::string> taken(names.begin(), names.end());
+  for (std::string n : r.names()) {
+    if (taken.count(n) != 0) n += "_right";
+    taken.insert(n);
+    names.push_back(std::move(n));
+  }
+  std::vector<Column> columns = std::move(l).release();
+  for (Column& c : std::move(r).release()) columns.push_back(std::move(c));
+  return Table(std::move(columns), std::move(names));
+}
+
+}  // namespace spillway

@@ -1,0 +1,241 @@
+// The local hash join against a nested-loop join of the same rows, for every join type, on
+// random tables with duplicate keys, nulls, several key columns and strings; the output
+// table's columns against gather; SQL's float equality; clear errors.
+#include <spillway/core/error.hpp>
+#include <spillway/table/gather.hpp>
+#include <spillway/table/generator.hpp>
+#include <spillway/table/join.hpp>
+
+#include "common.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+using namespace spillway;
+
+namespace {
+
+using Pairs = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
+/// Whether the key values of two rows are SQL-equal (no nulls; NaN = NaN; -0 = 0).
+bool equal_keys(const TableView& a, std::span<const std::size_t> ak, std::size_t i,
+                const TableView& b, std::span<const std::size_t> bk, std::size_t j) {
+  for (std::size_t c = 0; c < ak.size(); ++c) {
+    const ColumnView& x = a.columns[ak[c]];
+    const ColumnView& y = b.columns[bk[c]];
+    if (!x.is_valid(i) || !y.is_valid(j)) return false;
+    switch (x.type) {
+      case TypeId::STRING:
+        if (x.string(i) != y.string(j)) return false;
+        break;
+      case TypeId::FLOAT64: {
+        const double u = x.value<double>(i), v = y.value<double>(j);
+        if (!(u == v || (std::isnan(u) && std::isnan(v)))) return false;
+        break;
+      }
+      case TypeId::INT64:
+        if (x.value<std::int64_t>(i) != y.value<std::int64_t>(j)) return false;
+        break;
+      case TypeId::INT32:
+        if (x.value<std::int32_t>(i) != y.value<std::int32_t>(j)) return false;
+        break;
+      default:
+        ADD_FAILURE() << "the oracle does not know " << to_string(x.type);
+        return false;
+    }
+  }
+  return true;
+}
+
+/// The nested-loop join: the same pairs, as a sorted list.
+Pairs oracle(const TableView& l, std::span<const std::size_t> lk, const TableView& r,
+             std::span<const std::size_t> rk, JoinType type) {
+  Pairs out;
+  std::vector<bool> right_matched(r.num_rows(), false);
+  for (std::size_t i = 0; i < l.num_rows(); ++i) {
+    bool found = false;
+    for (std::size_t j = 0; j < r.num_rows(); ++j) {
+      if (!equal_keys(l, lk, i, r, rk, j)) continue;
+      found = true;
+      right_matched[j] = true;
+      if (type == JoinType::inner || type == JoinType::left || type == JoinType::full) {
+        out.emplace_back(i, j);
+      }
+    }
+    if ((type == JoinType::left_semi && found) || (type == JoinType::left_anti && !found)) {
+      out.emplace_back(i, -2);
+    }
+    if ((type == JoinType::left || type == JoinType::full) && !found) out.emplace_back(i, -1);
+  }
+  if (type == JoinType::full) {
+    for (std::size_t j = 0; j < r.num_rows(); ++j) {
+      if (!right_matched[j]) out.emplace_back(-1, j);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Pairs pairs_of(const JoinMaps& m) {
+  Pairs out;
+  for (std::size_t i = 0; i < m.left.size(); ++i) {
+    out.emplace_back(m.left[i], m.right.empty() ? -2 : m.right[i]);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// A STRING column of "k<value>" for each int32 value of `ints` (nulls kept).
+Column strings_of(const ColumnView& ints, BufferResource& br) {
+  std::vector<std::string> s(ints.size);
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < ints.size; ++i) {
+    char text[16];
+    std::snprintf(text, sizeof text, "k%d", ints.value<std::int32_t>(i));
+    s[i] = text;
+    total += s[i].size();
+  }
+  auto offsets = br.allocate(MemoryType::HOST, (ints.size + 1) * 4);
+  auto chars = br.allocate(MemoryType::HOST, std::max<std::size_t>(total, 1));
+  auto* o = reinterpret_cast<std::int32_t*>(offsets->data());
+  o[0] = 0;
+  for (std::size_t i = 0; i < ints.size; ++i) {
+    std::memcpy(chars->data() + o[i], s[i].data(), s[i].size());
+    o[i + 1] = o[i] + static_cast<std::int32_t>(s[i].size());
+  }
+  std::unique_ptr<Buffer> mask;
+  if (ints.nullable()) {
+    mask = br.allocate(MemoryType::HOST, mask_bytes(ints.size));
+    std::memcpy(mask->data(), ints.null_mask, mask_bytes(ints.size));
+  }
+  return Column(TypeId::STRING, ints.size, std::move(chars), std::move(offsets), std::move(mask));
+}
+
+/// A random side: key columns INT64 and INT32 (low cardinality, nulls), a STRING key made from
+/// the INT32 one, and a FLOAT64 payload.
+Table side(std::size_t rows, std::uint64_t seed, BufferResource& br) {
+  RandomTableOptions o;
+  o.rows = rows;
+  o.types = {TypeId::INT64, TypeId::INT32, TypeId::FLOAT64};
+  o.key_cardinality = 37;
+  o.null_fraction = 0.05;
+  o.seed = seed;
+  Table t = random_table(o, br);
+  Column s = strings_of(t.view().columns[1], br);
+  std::vector<Column> cols = std::move(t).release();
+  cols.push_back(std::move(s));
+  return Table(std::move(cols), {"a", "b", "v", "s"});
+}
+
+constexpr JoinType all_types[] = {JoinType::inner, JoinType::left, JoinType::left_semi,
+                                  JoinType::left_anti, JoinType::full};
+
+}  // namespace
+
+TEST(Join, EveryTypeEqualsTheNestedLoopJoin) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  const Table l = side(1500, 1, br);
+  const Table r = side(900, 2, br);
+  const std::vector<std::vector<std::size_t>> key_sets{{0}, {1}, {3}, {0, 1}, {1, 3}};
+  for (const auto& keys : key_sets) {
+    for (JoinType type : all_types) {
+      SCOPED_TRACE(std::string(to_string(type)) + " on " + std::to_string(keys.size()) +
+                   " keys, first " + std::to_string(keys[0]));
+      const Pairs want = oracle(l.view(), keys, r.view(), keys, type);
+      for (std::size_t threads : {1, 3}) {
+        const JoinMaps m = join_maps(l.view(), keys, r.view(), keys, type, threads);
+        EXPECT_EQ(pairs_of(m), want) << threads << " threads";
+      }
+      EXPECT_FALSE(want.empty());
+    }
+  }
+}
+
+TEST(Join, TheOutputIsTheGatheredColumnsAndDoesNotDependOnThreads) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  const Table l = side(20000, 3, br);
+  const Table r = side(5000, 4, br);
+  const std::vector<std::size_t> keys{1};
+  const JoinMaps one = join_maps(l.view(), keys, r.view(), keys, JoinType::full, 1);
+  const JoinMaps four = join_maps(l.view(), keys, r.view(), keys, JoinType::full, 4);
+  EXPECT_EQ(one.left, four.left);
+  EXPECT_EQ(one.right, four.right);
+  const Table out = hash_join(l.view(), keys, r.view(), keys, JoinType::full, br, 4);
+  ASSERT_EQ(out.num_columns(), 8u);
+  EXPECT_EQ(out.names(), (std::vector<std::string>{"a", "b", "v", "s", "a_right", "b_right",
+                                                   "v_right", "s_right"}));
+  const Table gl = gather(l.view(), one.left, br);
+  const Table gr = gather(r.view(), one.right, br);
+  ASSERT_EQ(out.num_rows(), one.left.size());
+  const TableView ov = out.view();
+  const TableView glv = gl.view();
+  const TableView grv = gr.view();
+  for (std::size_t c = 0; c < 4; ++c) {
+    const ColumnView& want_l = glv.columns[c];
+    const ColumnView& want_r = grv.columns[c];
+    for (std::size_t i = 0; i < out.num_rows(); ++i) {
+      ASSERT_EQ(ov.columns[c].is_valid(i), want_l.is_valid(i));
+      ASSERT_EQ(ov.columns[4 + c].is_valid(i), want_r.is_valid(i));
+      if (one.left[i] < 0) {
+        ASSERT_FALSE(ov.columns[c].is_valid(i));
+      }
+      if (one.right[i] < 0) {
+        ASSERT_FALSE(ov.columns[4 + c].is_valid(i));
+      }
+    }
+  }
+  // Spot values: the string of each matched pair is the same on both sides.
+  for (std::size_t i = 0; i < out.num_rows(); ++i) {
+    if (one.left[i] >= 0 && one.right[i] >= 0) {
+      ASSERT_EQ(ov.columns[3].string(i), ov.columns[7].string(i));
+    }
+  }
+}
+
+TEST(Join, FloatKeysCompareAsSqlDoes) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto col = [&](std::vector<double> v) {
+    auto b = br.allocate(MemoryType::HOST, v.size() * 8);
+    std::memcpy(b->data(), v.data(), v.size() * 8);
+    return Column(TypeId::FLOAT64, v.size(), std::move(b));
+  };
+  std::vector<Column> lc, rc;
+  lc.push_back(col({0.0, nan, 1.5, 2.0}));
+  rc.push_back(col({-0.0, nan, 1.5, 3.0}));
+  const Table l(std::move(lc), {"x"});
+  const Table r(std::move(rc), {"x"});
+  const std::vector<std::size_t> k{0};
+  EXPECT_EQ(pairs_of(join_maps(l.view(), k, r.view(), k, JoinType::inner)),
+            (Pairs{{0, 0}, {1, 1}, {2, 2}}));
+}
+
+TEST(Join, EmptySidesAndBadKeysAreHandled) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  const Table l = side(100, 5, br);
+  const Table empty = side(0, 6, br);
+  const std::vector<std::size_t> k{0};
+  EXPECT_TRUE(join_maps(l.view(), k, empty.view(), k, JoinType::inner).left.empty());
+  EXPECT_EQ(join_maps(l.view(), k, empty.view(), k, JoinType::left).left.size(), 100u);
+  EXPECT_EQ(join_maps(l.view(), k, empty.view(), k, JoinType::left_anti).left.size(), 100u);
+  EXPECT_EQ(join_maps(empty.view(), k, l.view(), k, JoinType::full).right.size(), 100u);
+  EXPECT_EQ(hash_join(empty.view(), k, empty.view(), k, JoinType::inner, br).num_rows(), 0u);
+  const std::vector<std::size_t> a{0}, b{1}, s{3}, none{}, two{0, 1}, far{9};
+  EXPECT_THROW(join_maps(l.view(), a, l.view(), b, JoinType::inner), logic_error);  // int64/32
+  EXPECT_THROW(join_maps(l.view(), s, l.view(), b, JoinType::inner), logic_error);
+  EXPECT_THROW(join_maps(l.view(), none, l.view(), none, JoinType::inner), logic_error);
+  EXPECT_THROW(join_maps(l.view(), two, l.view(), a, JoinType::inner), logic_error);
+  EXPECT_THROW(join_maps(l.view(), far, l.view(), a, JoinType::inner), logic_error);
+  const std::vector<std::int64_t> bad{0, 100};
+  EXPECT_THROW(gather(l.view(), bad, br), logic_error);
+}
