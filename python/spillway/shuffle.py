@@ -7,7 +7,7 @@ from typing import Any, Iterator, Sequence
 
 from . import _spillway
 from .errors import UsageError
-from .tables import batches, to_arrow
+from .tables import batches, from_arrow, to_arrow
 
 _POLL_SECONDS = 0.1  # the slices a wait is made of, so that Ctrl-C is seen between them
 
@@ -138,15 +138,17 @@ def shuffle_together(inputs: Sequence[tuple[Any, Sequence[int | str]]],
     try:
         schemas = [_insert(s, data, keys, br, batch_rows)
                    for s, (data, keys) in zip(shufflers, inputs)]
-        yield from _hand_out(shufflers, schemas, local, comm, bar, device)
+        yield from _hand_out(shufflers, schemas, local, comm, bar, device, br)
     finally:
         bar.close()
 
 
 def _hand_out(shufflers: list[_spillway.Shuffler], schemas: list[Any], local: Sequence[int],
-              comm: _spillway.Communicator, bar: _Progress, device: bool,
-              ) -> Iterator[tuple[int, tuple[Any, ...]]]:
-    """shuffle_together's second half: each local partition once every input's part is in."""
+              comm: _spillway.Communicator, bar: _Progress, device: bool | str,
+              br: _spillway.BufferResource) -> Iterator[tuple[int, tuple[Any, ...]]]:
+    """shuffle_together's second half: each local partition once every input's part is in.
+    device: False for pyarrow tables, True for spillway Tables on the GPU, "host" for spillway
+    Tables in host memory (with their columns even when no rank had rows)."""
     import pyarrow as pa
     arrived: list[set[int]] = [set() for _ in shufflers]  # handed out, not yet extracted
     polled = [0] * len(shufflers)  # partitions each shuffler has handed out so far
@@ -172,9 +174,14 @@ def _hand_out(shufflers: list[_spillway.Shuffler], schemas: list[Any], local: Se
         tables = []
         for s, got, schema in zip(shufflers, arrived, schemas):
             got.discard(pid)
-            part = s.extract(pid, device)
-            if device:
+            part = s.extract(pid, device is True)
+            if device is True:
                 tables.append(part)  # (an empty Table when no rank had rows for it)
+                continue
+            if device == "host":
+                if part.num_columns == 0 and schema is not None:
+                    part = from_arrow(schema.empty_table(), br)
+                tables.append(part)
                 continue
             if part.num_columns == 0:  # no rank had rows for it
                 tables.append(schema.empty_table() if schema is not None else pa.table({}))

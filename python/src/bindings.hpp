@@ -13,5 +13,6 @@ void bind_arrow(nb::module_& m);
 void bind_comm(nb::module_& m);
 void bind_shuffle(nb::module_& m);
 void bind_dlpack(nb::module_& m);
+void bind_join(nb::module_& m);
 
 }  // namespace spillway::python
