@@ -57,6 +57,7 @@
 #include <spillway/table/gather.hpp>
 #include <spillway/table/generator.hpp>
 #include <spillway/table/gpu.hpp>
+#include <spillway/table/groupby.hpp>
 #include <spillway/table/hashing.hpp>
 #include <spillway/table/join.hpp>
 #include <spillway/table/pack.hpp>

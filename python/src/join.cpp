@@ -31,8 +31,7 @@ void bind_join(nb::module_& m) {
   m.def(
       "join_tables",
       [](const Table& left, const Table& right, const std::vector<std::size_t>& left_keys,
-         const std::vector<std::size_t>& right_keys, const std::string& how,
-         BufferResource& br) {
+         const std::vector<std::size_t>& right_keys, const std::string& how, BufferResource& br) {
         const JoinType type = join_type(how);
         SPILLWAY_EXPECTS(on_host(left) && on_host(right),
                          "join: both tables must be in host memory");

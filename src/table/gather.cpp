@@ -3,6 +3,7 @@
 
 #include <spillway/core/error.hpp>
 
+#include "table/detail/cpu_threads.hpp"
 #include "table/detail/type_dispatch.hpp"
 
 #include <algorithm>
@@ -45,7 +46,11 @@ Column gather_column(const ColumnView& col, std::span<const std::int64_t> rows,
     detail::with_width(w, [&]<typename U>() {
       auto* out = reinterpret_cast<U*>(data->data());
       const auto* in = static_cast<const U*>(col.data);
-      for (std::size_t i = 0; i < n; ++i) out[i] = rows[i] >= 0 ? in[rows[i]] : U{};
+      // Random reads: ranges of rows on all cores (a small gather on the calling thread).
+      const std::size_t threads = std::min(detail::resolve_threads(0), n / 65536 + 1);
+      detail::parallel_ranges(n, threads, [&](std::size_t, std::size_t b, std::size_t e) {
+        for (std::size_t i = b; i < e; ++i) out[i] = rows[i] >= 0 ? in[rows[i]] : U{};
+      });
     });
     return Column(col.type, n, std::move(data), nullptr, std::move(mask));
   }

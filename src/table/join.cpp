@@ -8,11 +8,10 @@
 #include <spillway/table/hashing.hpp>
 
 #include "table/detail/cpu_threads.hpp"
-#include "table/detail/type_dispatch.hpp"
+#include "table/detail/key_equality.hpp"
 
 #include <atomic>
 #include <bit>
-#include <cmath>
 #include <set>
 #include <string>
 
@@ -52,29 +51,6 @@ bool any_null(const TableView& keys, std::size_t row) {
     if (!c.is_valid(row)) return true;
   }
   return false;
-}
-
-/// Whether left row `l` and right row `r` have equal keys (neither has a null key).
-bool keys_equal(const TableView& lk, std::size_t l, const TableView& rk, std::size_t r) {
-  for (std::size_t c = 0; c < lk.columns.size(); ++c) {
-    const ColumnView& a = lk.columns[c];
-    const ColumnView& b = rk.columns[c];
-    if (a.type == TypeId::STRING) {
-      if (a.string(l) != b.string(r)) return false;
-      continue;
-    }
-    const bool same = detail::dispatch_fixed(a.type, [&]<typename T>() {
-      const T x = a.value<T>(l);
-      const T y = b.value<T>(r);
-      if constexpr (std::is_floating_point_v<T>) {
-        return x == y || (std::isnan(x) && std::isnan(y));
-      } else {
-        return x == y;
-      }
-    });
-    if (!same) return false;
-  }
-  return true;
 }
 
 }  // namespace
@@ -118,6 +94,8 @@ JoinMaps join_maps(const TableView& left, std::span<const std::size_t> left_keys
   const bool pairs = type == JoinType::inner || type == JoinType::left || type == JoinType::full;
   detail::parallel_ranges(nl, nthreads, [&](std::size_t t, std::size_t begin, std::size_t end) {
     JoinMaps& out = parts[t];
+    out.left.reserve(end - begin);  // (one output row per left row is the common case)
+    if (pairs) out.right.reserve(end - begin);
     std::vector<std::uint32_t> lh(end - begin);
     if (end > begin) hash_rows(lk, begin, end, default_hash_seed, lh.data());
     for (std::size_t l = begin; l < end; ++l) {
@@ -126,7 +104,7 @@ JoinMaps join_maps(const TableView& left, std::span<const std::size_t> left_keys
         const std::uint32_t h = lh[l - begin];
         for (std::int64_t r = head[h & mask]; r >= 0; r = next[static_cast<std::size_t>(r)]) {
           const auto ru = static_cast<std::size_t>(r);
-          if (rh[ru] != h || !keys_equal(lk, l, rk, ru)) continue;
+          if (rh[ru] != h || !detail::keys_equal(lk, l, rk, ru, false)) continue;
           found = true;
           if (!pairs) break;
           out.left.push_back(static_cast<std::int64_t>(l));
@@ -145,11 +123,12 @@ JoinMaps join_maps(const TableView& left, std::span<const std::size_t> left_keys
       }
     }
   });
+  if (parts.size() == 1 && type != JoinType::full) return std::move(parts[0]);
   JoinMaps maps;
   std::size_t total = 0;
   for (const JoinMaps& p : parts) total += p.left.size();
-  maps.left.reserve(total);
-  if (pairs) maps.right.reserve(total);
+  maps.left.reserve(total + (type == JoinType::full ? nr : 0));
+  if (pairs) maps.right.reserve(maps.left.capacity());
   for (const JoinMaps& p : parts) {
     maps.left.insert(maps.left.end(), p.left.begin(), p.left.end());
     maps.right.insert(maps.right.end(), p.right.begin(), p.right.end());

@@ -1,0 +1,42 @@
+#pragma once
+/// @file groupby.hpp
+/// The local hash group-by of a host table (one partition of a distributed group-by, or its
+/// pre-aggregation): one output row per distinct key, nulls forming their own group as in SQL's
+/// GROUP BY, with count, sum, min, max and mean of value columns.
+
+#include <spillway/memory/buffer_resource.hpp>
+#include <spillway/table/column_view.hpp>
+#include <spillway/table/table.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace spillway {
+
+enum class AggOp : std::uint8_t {
+  count,  ///< non-null values, INT64
+  sum,    ///< INT64 for signed integers, UINT64 for unsigned ones, FLOAT64 for floats
+  min,    ///< the column's type
+  max,    ///< the column's type
+  mean,   ///< FLOAT64
+};
+
+/// "count", "sum", "min", "max", "mean"
+const char* to_string(AggOp op) noexcept;
+
+struct Aggregation {
+  std::size_t column;
+  AggOp op;
+};
+
+/// The groups of `table` (host memory) by key columns `keys`, in the order of their first
+/// rows: the key columns, then one column per aggregation, named "<column>_<op>". Null values
+/// are skipped, as SQL does; a group without any non-null value has a count of 0 and nulls
+/// for the others. Keys compare as the join's (NaN = NaN, -0.0 = 0.0), nulls equal each other.
+/// @throws spillway::logic_error for columns out of range, sum or mean of BOOL8 or STRING
+///         columns, min or max of STRING columns; spillway::out_of_memory
+Table groupby(const TableView& table, std::span<const std::size_t> keys,
+              std::span<const Aggregation> aggregations, BufferResource& br);
+
+}  // namespace spillway

@@ -1,0 +1,178 @@
+// The local hash group-by (groupby.hpp): rows hashed on their keys, each row's group found in
+// a chained hash table of the groups' first rows, then every aggregation accumulated per group
+// a column at a time.
+#include <spillway/table/groupby.hpp>
+
+#include <spillway/core/error.hpp>
+#include <spillway/table/gather.hpp>
+#include <spillway/table/hashing.hpp>
+
+#include "table/detail/key_equality.hpp"
+#include "table/detail/type_dispatch.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace spillway {
+
+const char* to_string(AggOp op) noexcept {
+  switch (op) {
+    case AggOp::count:
+      return "count";
+    case AggOp::sum:
+      return "sum";
+    case AggOp::min:
+      return "min";
+    case AggOp::max:
+      return "max";
+    case AggOp::mean:
+      return "mean";
+  }
+  return "?";
+}
+
+namespace {
+
+/// A fixed-width column of `values` with nulls where `valid` is 0 (no mask when all are valid).
+template <typename T>
+Column make_column(TypeId type, const std::vector<T>& values,
+                   const std::vector<std::uint8_t>& valid, BufferResource& br) {
+  const std::size_t n = values.size();
+  auto data = br.allocate(MemoryType::HOST, n * sizeof(T));
+  if (n > 0) std::memcpy(data->data(), values.data(), n * sizeof(T));
+  std::unique_ptr<Buffer> mask;
+  bool all_valid = true;
+  for (std::uint8_t v : valid) all_valid = all_valid && v != 0;
+  if (!all_valid) {
+    mask = br.allocate(MemoryType::HOST, mask_bytes(n));
+    auto* m = reinterpret_cast<std::uint8_t*>(mask->data());
+    std::memset(m, 0, mask->size());
+    for (std::size_t i = 0; i < n; ++i) {
+      if (valid[i] != 0) m[i / 8] = static_cast<std::uint8_t>(m[i / 8] | (1U << (i % 8)));
+    }
+  }
+  return Column(type, n, std::move(data), nullptr, std::move(mask));
+}
+
+/// One aggregation over the groups: `group[r]` is row r's group, of `ngroups`.
+Column aggregate(const ColumnView& col, AggOp op, const std::vector<std::uint32_t>& group,
+                 std::size_t ngroups, BufferResource& br) {
+  if (op == AggOp::count) {
+    std::vector<std::int64_t> count(ngroups, 0);
+    for (std::size_t r = 0; r < group.size(); ++r) count[group[r]] += col.is_valid(r) ? 1 : 0;
+    return make_column(TypeId::INT64, count, std::vector<std::uint8_t>(ngroups, 1), br);
+  }
+  return detail::dispatch_fixed(col.type, [&]<typename T>() -> Column {
+    std::vector<std::uint8_t> seen(ngroups, 0);
+    if (op == AggOp::min || op == AggOp::max) {
+      std::vector<T> best(ngroups, T{});
+      const bool is_min = op == AggOp::min;
+      // NaN is the greatest float, as SQL engines order it.
+      const auto less = [](T x, T y) {
+        if constexpr (std::is_floating_point_v<T>) {
+          return (!std::isnan(x) && std::isnan(y)) || x < y;
+        } else {
+          return x < y;
+        }
+      };
+      for (std::size_t r = 0; r < group.size(); ++r) {
+        if (!col.is_valid(r)) continue;
+        const T v = col.value<T>(r);
+        const std::uint32_t g = group[r];
+        if (seen[g] == 0 || (is_min ? less(v, best[g]) : less(best[g], v))) best[g] = v;
+        seen[g] = 1;
+      }
+      return make_column(col.type, best, seen, br);
+    }
+    // sum and mean
+    using Acc =
+        std::conditional_t<std::is_floating_point_v<T>, double,
+                           std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>>;
+    std::vector<Acc> sum(ngroups, Acc{});
+    std::vector<std::int64_t> count(ngroups, 0);
+    for (std::size_t r = 0; r < group.size(); ++r) {
+      if (!col.is_valid(r)) continue;
+      sum[group[r]] += static_cast<Acc>(col.value<T>(r));
+      ++count[group[r]];
+      seen[group[r]] = 1;
+    }
+    if (op == AggOp::sum) {
+      const TypeId out = std::is_floating_point_v<T> ? TypeId::FLOAT64
+                         : std::is_signed_v<T>       ? TypeId::INT64
+                                                     : TypeId::UINT64;
+      return make_column(out, sum, seen, br);
+    }
+    std::vector<double> mean(ngroups, 0);
+    for (std::size_t g = 0; g < ngroups; ++g) {
+      if (count[g] > 0) mean[g] = static_cast<double>(sum[g]) / static_cast<double>(count[g]);
+    }
+    return make_column(TypeId::FLOAT64, mean, seen, br);
+  });
+}
+
+}  // namespace
+
+Table groupby(const TableView& table, std::span<const std::size_t> keys,
+              std::span<const Aggregation> aggregations, BufferResource& br) {
+  SPILLWAY_EXPECTS(!keys.empty(), "groupby: no key columns");
+  TableView kv;
+  for (std::size_t k : keys) {
+    SPILLWAY_EXPECTS(k < table.num_columns(), "groupby: key column " + std::to_string(k) +
+                                                  " of a table with " +
+                                                  std::to_string(table.num_columns()) + " columns");
+    kv.columns.push_back(table.columns[k]);
+    kv.names.push_back(table.names.empty() ? "" : table.names[k]);
+  }
+  for (const Aggregation& a : aggregations) {
+    SPILLWAY_EXPECTS(a.column < table.num_columns(),
+                     "groupby: value column " + std::to_string(a.column) + " of a table with " +
+                         std::to_string(table.num_columns()) + " columns");
+    const TypeId t = table.columns[a.column].type;
+    const bool numeric = t != TypeId::STRING && t != TypeId::BOOL8;
+    SPILLWAY_EXPECTS(a.op == AggOp::count || numeric ||
+                         (t == TypeId::BOOL8 && (a.op == AggOp::min || a.op == AggOp::max)),
+                     std::string("groupby: ") + to_string(a.op) + " of a " +
+                         std::string(to_string(t)) + " column (column " + std::to_string(a.column) +
+                         ")");
+  }
+  const std::size_t n = table.num_rows();
+  SPILLWAY_EXPECTS(n < std::numeric_limits<std::uint32_t>::max(),
+                   "groupby: more than 2^32 - 1 rows in one call");
+  std::vector<std::uint32_t> h(n);
+  if (n > 0) hash_rows(kv, 0, n, default_hash_seed, h.data());
+  const std::size_t buckets = std::bit_ceil(std::max<std::size_t>(2 * n, 16));
+  std::vector<std::int64_t> head(buckets, -1);  // a group's id
+  std::vector<std::int64_t> next;               // the next group of the same bucket
+  std::vector<std::int64_t> first;              // a group's first row
+  std::vector<std::uint32_t> group(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::size_t b = h[r] & (buckets - 1);
+    std::int64_t g = head[b];
+    while (g >= 0) {
+      const auto f = static_cast<std::size_t>(first[static_cast<std::size_t>(g)]);
+      if (h[f] == h[r] && detail::keys_equal(kv, f, kv, r, true)) break;
+      g = next[static_cast<std::size_t>(g)];
+    }
+    if (g < 0) {
+      g = static_cast<std::int64_t>(first.size());
+      first.push_back(static_cast<std::int64_t>(r));
+      next.push_back(head[b]);
+      head[b] = g;
+    }
+    group[r] = static_cast<std::uint32_t>(g);
+  }
+  Table key_table = gather(kv, first, br);
+  std::vector<std::string> names = key_table.names();
+  std::vector<Column> columns = std::move(key_table).release();
+  for (const Aggregation& a : aggregations) {
+    columns.push_back(aggregate(table.columns[a.column], a.op, group, first.size(), br));
+    names.push_back((table.names.empty() ? std::to_string(a.column) : table.names[a.column]) + "_" +
+                    to_string(a.op));
+  }
+  return Table(std::move(columns), std::move(names));
+}
+
+}  // namespace spillway

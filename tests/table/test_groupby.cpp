@@ -1,0 +1,126 @@
+// The local group-by against a std::map of the same rows: the groups (null keys one group),
+// counts, sums, minima, maxima and means with null values skipped; the output's types and
+// names; clear errors.
+#include <spillway/core/error.hpp>
+#include <spillway/table/generator.hpp>
+#include <spillway/table/groupby.hpp>
+
+#include "common.hpp"
+
+#include <cmath>
+#include <map>
+#include <optional>
+#include <tuple>
+
+using namespace spillway;
+
+namespace {
+
+struct Want {
+  std::int64_t count{0};
+  std::int64_t sum{0};
+  std::optional<std::int32_t> min, max;
+  double fsum{0};
+  std::int64_t fcount{0};
+};
+
+}  // namespace
+
+TEST(GroupBy, EqualsAMapOfTheSameRows) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  RandomTableOptions o;
+  o.rows = 20000;
+  o.types = {TypeId::INT64, TypeId::INT32, TypeId::FLOAT64, TypeId::INT32};
+  o.key_cardinality = 50;
+  o.null_fraction = 0.1;
+  o.seed = 3;
+  Table t0 = random_table(o, br);
+  Table t(std::move(t0).release(), {"k1", "k2", "f", "v"});
+  const TableView v = t.view();
+  // Keys (k1, k2), a null key as its own value (nullopt).
+  using Key = std::tuple<std::optional<std::int64_t>, std::optional<std::int32_t>>;
+  std::map<Key, Want> want;
+  for (std::size_t r = 0; r < v.num_rows(); ++r) {
+    const Key k{v.columns[0].is_valid(r) ? std::optional(v.columns[0].value<std::int64_t>(r))
+                                         : std::nullopt,
+                v.columns[1].is_valid(r) ? std::optional(v.columns[1].value<std::int32_t>(r))
+                                         : std::nullopt};
+    Want& w = want[k];
+    if (v.columns[3].is_valid(r)) {
+      const std::int32_t x = v.columns[3].value<std::int32_t>(r);
+      ++w.count;
+      w.sum += x;
+      w.min = w.min ? std::min(*w.min, x) : x;
+      w.max = w.max ? std::max(*w.max, x) : x;
+    }
+    if (v.columns[2].is_valid(r)) {
+      w.fsum += v.columns[2].value<double>(r);
+      ++w.fcount;
+    }
+  }
+  const std::vector<std::size_t> keys{0, 1};
+  const std::vector<Aggregation> aggs{{3, AggOp::count}, {3, AggOp::sum},  {3, AggOp::min},
+                                      {3, AggOp::max},   {2, AggOp::mean}, {2, AggOp::sum}};
+  const Table g = groupby(v, keys, aggs, br);
+  EXPECT_EQ(g.names(), (std::vector<std::string>{"k1", "k2", "v_count", "v_sum", "v_min", "v_max",
+                                                 "f_mean", "f_sum"}));
+  const TableView gv = g.view();
+  EXPECT_EQ(gv.columns[2].type, TypeId::INT64);
+  EXPECT_EQ(gv.columns[3].type, TypeId::INT64);
+  EXPECT_EQ(gv.columns[4].type, TypeId::INT32);
+  EXPECT_EQ(gv.columns[6].type, TypeId::FLOAT64);
+  ASSERT_EQ(g.num_rows(), want.size());
+  for (std::size_t i = 0; i < g.num_rows(); ++i) {
+    const Key k{gv.columns[0].is_valid(i) ? std::optional(gv.columns[0].value<std::int64_t>(i))
+                                          : std::nullopt,
+                gv.columns[1].is_valid(i) ? std::optional(gv.columns[1].value<std::int32_t>(i))
+                                          : std::nullopt};
+    ASSERT_EQ(want.count(k), 1u) << "group " << i << " is not in the input";
+    const Want& w = want.at(k);
+    EXPECT_EQ(gv.columns[2].value<std::int64_t>(i), w.count);
+    EXPECT_EQ(gv.columns[3].is_valid(i), w.count > 0);
+    if (w.count > 0) {
+      EXPECT_EQ(gv.columns[3].value<std::int64_t>(i), w.sum);
+      EXPECT_EQ(gv.columns[4].value<std::int32_t>(i), *w.min);
+      EXPECT_EQ(gv.columns[5].value<std::int32_t>(i), *w.max);
+    }
+    EXPECT_EQ(gv.columns[6].is_valid(i), w.fcount > 0);
+    if (w.fcount > 0) {
+      EXPECT_NEAR(gv.columns[6].value<double>(i), w.fsum / double(w.fcount), 1e-9);
+      EXPECT_NEAR(gv.columns[7].value<double>(i), w.fsum, 1e-6);
+    }
+  }
+}
+
+TEST(GroupBy, StringKeysNaNAndEmptyTables) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  RandomTableOptions o;
+  o.rows = 0;
+  o.types = {TypeId::STRING, TypeId::INT32};
+  const Table empty = random_table(o, br);
+  const std::vector<std::size_t> k{0};
+  const std::vector<Aggregation> count{{1, AggOp::count}};
+  EXPECT_EQ(groupby(empty.view(), k, count, br).num_rows(), 0u);
+  o.rows = 5000;
+  o.max_string = 2;  // few distinct strings: groups of many rows
+  o.null_fraction = 0.2;
+  const Table t = random_table(o, br);
+  const Table g = groupby(t.view(), k, count, br);
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < g.num_rows(); ++i)
+    total += g.view().columns[1].value<std::int64_t>(i);
+  std::int64_t valid = 0;
+  for (std::size_t r = 0; r < t.num_rows(); ++r) valid += t.view().columns[1].is_valid(r) ? 1 : 0;
+  EXPECT_EQ(total, valid);  // every non-null value counted once, in some group
+  EXPECT_LT(g.num_rows(), t.num_rows());
+  const std::vector<Aggregation> bad_sum{{0, AggOp::sum}}, bad_min{{0, AggOp::min}},
+      far{{7, AggOp::count}};
+  EXPECT_THROW(groupby(t.view(), k, bad_sum, br), logic_error);
+  EXPECT_THROW(groupby(t.view(), k, bad_min, br), logic_error);
+  EXPECT_THROW(groupby(t.view(), k, far, br), logic_error);
+  const std::vector<std::size_t> none{}, k9{9};
+  EXPECT_THROW(groupby(t.view(), none, count, br), logic_error);
+  EXPECT_THROW(groupby(t.view(), k9, count, br), logic_error);
+}
