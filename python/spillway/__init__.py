@@ -28,6 +28,7 @@ from .tables import ColumnArray, column, from_arrow, from_dlpack, to_arrow  # no
 Table.column = column  # t.column('a'): a DLPack / CUDA array view of one column
 from .shuffle import shuffle  # noqa: E402
 from .join import hash_join, join  # noqa: E402
+from .groupby import groupby  # noqa: E402
 from . import comm  # noqa: E402
 from . import ray  # noqa: E402  (imports Ray only when used)
 
@@ -46,6 +47,6 @@ def settings() -> dict:
 
 __all__ = ["BufferResource", "Communicator", "Shuffler", "Table", "from_arrow", "to_arrow",
            "from_dlpack", "column", "ColumnArray",
-           "shuffle", "join", "hash_join", "comm", "ray", "cuda_available", "settings", "errors", "SpillwayError",
+           "shuffle", "join", "hash_join", "groupby", "comm", "ray", "cuda_available", "settings", "errors", "SpillwayError",
            "OutOfMemory", "CommError", "IoError", "CorruptDataError", "CudaError", "UsageError",
            "__version__"]

@@ -30,6 +30,9 @@ def batches(data: Any, br: _spillway.BufferResource) -> Iterator[_spillway.Table
             import pyarrow as pa
             schema = pa.Schema._import_from_c_capsule(reader.schema())
             yield from batches(pa.RecordBatch.from_pylist([], schema=schema), br)
+    elif isinstance(data, (list, tuple)) or hasattr(data, "__next__"):
+        for part in data:  # a sequence or stream of tables (or of anything else this takes)
+            yield from batches(part, br)
     else:
         raise TypeError(f"spillway takes tables through the Arrow PyCapsule interface "
                         f"(__arrow_c_stream__ or __arrow_c_array__); {type(data).__name__} "

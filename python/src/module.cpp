@@ -1,6 +1,6 @@
 // The Python extension spillway._spillway: errors as Python exceptions, the version and the
 // GPU, then each part in its own file (memory.cpp, arrow.cpp, dlpack.cpp,
-// comm.cpp, shuffle.cpp, join.cpp).
+// comm.cpp, shuffle.cpp, join.cpp, groupby.cpp).
 #include "bindings.hpp"
 
 #include <spillway/core/cuda.hpp>
@@ -76,4 +76,5 @@ NB_MODULE(_spillway, m) {
   bind_shuffle(m);
   bind_dlpack(m);
   bind_join(m);
+  bind_groupby(m);
 }

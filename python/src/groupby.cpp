@@ -1,0 +1,45 @@
+// The local group-by of a spillway table (table/groupby.hpp), for spillway.groupby's
+// pre-aggregation and final aggregation.
+#include "bindings.hpp"
+#include "table.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/table/groupby.hpp>
+
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace spillway::python {
+
+void bind_groupby(nb::module_& m) {
+  m.def(
+      "groupby_table",
+      [](const Table& table, const std::vector<std::size_t>& keys,
+         const std::vector<std::pair<std::size_t, std::string>>& aggs, BufferResource& br) {
+        std::vector<Aggregation> a;
+        for (const auto& [column, name] : aggs) {
+          bool found = false;
+          for (AggOp op : {AggOp::count, AggOp::sum, AggOp::min, AggOp::max, AggOp::mean}) {
+            if (name == to_string(op)) {
+              a.push_back({column, op});
+              found = true;
+            }
+          }
+          SPILLWAY_EXPECTS(
+              found, "groupby: aggregation '" + name + "' (want count, sum, min, max or mean)");
+        }
+        SPILLWAY_EXPECTS(on_host(table), "groupby: the table must be in host memory");
+        nb::gil_scoped_release nogil;
+        return groupby(table.view(), keys, a, br);
+      },
+      nb::arg("table"), nb::arg("keys"), nb::arg("aggregations"), nb::arg("br"),
+      nb::keep_alive<0, 4>(),
+      "The local group-by of a host table: key column indices, (column index, op) pairs.");
+}
+
+}  // namespace spillway::python
