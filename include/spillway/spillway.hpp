@@ -46,6 +46,7 @@
 #include <spillway/memory/spill_manager.hpp>
 #include <spillway/memory/spillable_store.hpp>
 #include <spillway/memory/statistics_adaptor.hpp>
+#include <spillway/ops/hash_join.hpp>
 #include <spillway/shuffle/partition_owner.hpp>
 #include <spillway/shuffle/shuffler.hpp>
 #include <spillway/stats/memory_profiler.hpp>

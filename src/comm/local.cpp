@@ -20,7 +20,7 @@ namespace detail {
 
 class LocalRequest;
 
-/// The unmatched requests of one receiving rank, queued by (origin rank, tag) in posting order:
+/// The unmatched requests of one receiving rank, queued by (sending rank, tag) in posting order:
 /// matching looks at one queue, not at every request (a shuffle of many partitions has
 /// thousands in flight).
 class RequestQueues {
@@ -280,8 +280,8 @@ std::unique_ptr<Future> LocalCommunicator::post(std::shared_ptr<detail::LocalReq
   std::shared_ptr<detail::LocalRequest> match;
   {
     std::lock_guard lock(hub_->mutex);
-    // The match comes from the other side: a send's receive is from its destination, a
-    // receive's send from its source; queued, a request is filed under its own origin.
+    // Requests are filed under their sending rank and tag: a send's, this rank; a receive's,
+    // the rank it receives from.
     match = matches.take(req->is_send ? rank() : req->peer, req->tag);
     if (match) {
       // Claimed under the lock, so that neither side reports the peer gone meanwhile.

@@ -1,0 +1,42 @@
+#pragma once
+/// @file hash_join.hpp
+/// The distributed hash join (the shuffle plan): both sides' rows go to the owner of
+/// hash(keys) % partitions over two Shufflers of the same modulus and seed, and each local
+/// partition pair is joined (table/join.hpp) as soon as both of its sides have arrived, one at
+/// a time, while the others wait where they landed, spillable.
+
+#include <spillway/comm/communicator.hpp>
+#include <spillway/memory/buffer_resource.hpp>
+#include <spillway/table/hashing.hpp>
+#include <spillway/table/join.hpp>
+#include <spillway/table/table.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+
+namespace spillway::ops {
+
+struct HashJoinOptions {
+  JoinType type{JoinType::inner};
+  /// Partitions of the shuffle; 0: one per rank. More keep each pair (and each local join)
+  /// smaller.
+  std::uint32_t partitions{0};
+  /// The left side's shuffle uses `op`, the right side's op + 1.
+  OpID op{0};
+  std::uint32_t seed{default_hash_seed};
+};
+
+/// Joins the distributed `left` and `right` (each rank its part, host tables of the same
+/// schema on every rank) and calls `out(partition, table)` with each of this rank's
+/// partitions' joined rows, a HOST table as table/join.hpp makes it. Collective: every rank
+/// calls it with the same keys and options.
+/// @throws spillway::logic_error for bad keys (as hash_join); spillway::comm_error for a dead
+///         or stuck peer; spillway::out_of_memory when one partition pair cannot be joined
+///         within the limits
+void hash_join(Communicator& comm, BufferResource& br, const TableView& left,
+               std::span<const std::size_t> left_keys, const TableView& right,
+               std::span<const std::size_t> right_keys, const HashJoinOptions& options,
+               const std::function<void(std::uint32_t, Table&&)>& out);
+
+}  // namespace spillway::ops

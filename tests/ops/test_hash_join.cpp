@@ -1,0 +1,110 @@
+// The distributed hash join on 1-4 local ranks: its output, over all ranks, is the same
+// multiset of rows (checksum) as the local join of the whole inputs, for every join type, also
+// under a small host limit that makes the shuffles spill, and with one rank given no rows.
+#include <spillway/comm/launch.hpp>
+#include <spillway/comm/single.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/ops/hash_join.hpp>
+#include <spillway/table/checksum.hpp>
+#include <spillway/table/generator.hpp>
+#include <spillway/table/pack.hpp>
+
+#include "common.hpp"
+
+#include <mutex>
+
+using namespace spillway;
+
+namespace {
+
+Table side(std::size_t rows, std::uint64_t seed, BufferResource& br) {
+  RandomTableOptions o;
+  o.rows = rows;
+  o.types = {TypeId::INT64, TypeId::STRING, TypeId::FLOAT64};
+  o.key_cardinality = 300;
+  o.null_fraction = 0.03;
+  o.max_string = 6;
+  o.seed = seed;
+  Table t = random_table(o, br);
+  return Table(std::move(t).release(), {"k", "s", "v"});
+}
+
+/// Rank r's part of a side of `rows_per_rank` rows (none for rank `empty_rank`).
+Table part(Rank r, std::size_t rows_per_rank, std::uint64_t seed, Rank empty_rank,
+           BufferResource& br) {
+  return side(r == empty_rank ? 0 : rows_per_rank, seed * 100 + static_cast<std::uint64_t>(r), br);
+}
+
+void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_rank) {
+  SCOPED_TRACE(std::to_string(nranks) + " ranks, " + to_string(type));
+  test::TempDir dir;
+  const std::size_t rows = 3000;
+  const std::vector<std::size_t> keys{0};
+  // What the join of the whole inputs gives.
+  TableChecksum want;
+  {
+    BufferResource br(test::host_config(dir.path()));
+    std::vector<Table> ls, rs;
+    std::vector<TableView> lv, rv;
+    for (Rank r = 0; r < nranks; ++r) {
+      ls.push_back(part(r, rows, 1, empty_rank, br));
+      rs.push_back(part(r, rows / 2, 2, empty_rank, br));
+    }
+    for (Rank r = 0; r < nranks; ++r) {
+      lv.push_back(ls[static_cast<std::size_t>(r)].view());
+      rv.push_back(rs[static_cast<std::size_t>(r)].view());
+    }
+    const Table l = concat(lv, br);
+    const Table rt = concat(rv, br);
+    want = checksum(hash_join(l.view(), keys, rt.view(), keys, type, br).view());
+  }
+  auto cfg = test::host_config(dir.path());
+  if (host_limit_mib > 0) cfg.limits[index(MemoryType::HOST)] = Limit::bytes(host_limit_mib * MiB);
+  std::mutex m;
+  TableChecksum got;
+  std::size_t parts = 0;
+  ops::HashJoinOptions o;
+  o.type = type;
+  o.partitions = 7;
+  const int rc =
+      run_ranks(RankKind::local, nranks, cfg, [&](Communicator& comm, BufferResource& br) {
+        const Table l = part(comm.rank(), rows, 1, empty_rank, br);
+        const Table r = part(comm.rank(), rows / 2, 2, empty_rank, br);
+        ops::hash_join(comm, br, l.view(), keys, r.view(), keys, o, [&](std::uint32_t, Table&& t) {
+          const TableChecksum c = checksum(t.view());
+          std::lock_guard lock(m);
+          got += c;
+          ++parts;
+        });
+        return 0;
+      });
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(parts, 7u);  // each partition once, on one rank
+  EXPECT_GT(want.rows, 0u);
+  EXPECT_EQ(got, want) << "rows " << got.rows << ", want " << want.rows;
+}
+
+}  // namespace
+
+TEST(HashJoin, EveryTypeEqualsTheLocalJoinOfTheWholeInputs) {
+  for (JoinType t : {JoinType::inner, JoinType::left, JoinType::left_semi, JoinType::left_anti,
+                     JoinType::full}) {
+    for (int n : {1, 2, 3}) check(n, t, 0, -1);
+  }
+}
+
+TEST(HashJoin, UnderASmallHostLimitAndWithARankWithoutRows) {
+  check(4, JoinType::inner, 3, -1);
+  check(3, JoinType::full, 3, 1);
+}
+
+TEST(HashJoin, BadKeysAreAnErrorBeforeAnythingIsSent) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  auto comm = make_single_communicator();
+  const Table t = side(10, 1, br);
+  const std::vector<std::size_t> k{0}, s{1};
+  EXPECT_THROW(
+      ops::hash_join(*comm, br, t.view(), k, t.view(), s, {}, [](std::uint32_t, Table&&) {}),
+      logic_error);
+}
