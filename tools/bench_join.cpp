@@ -1,0 +1,285 @@
+// spillway-bench-join: the distributed hash join (ops::hash_join, the shuffle plan) of a probe
+// side (left) and a build side (right) on int64 keys with two int64 payloads a side, timed per
+// run and validated. The build keys of all ranks are 0 .. B-1, each once; a probe key is drawn
+// uniformly from them (or, with --skew F, is key 0 for a fraction F of the rows), so every
+// probe row matches exactly one build row, and a build row's payloads are a function of its
+// key: each rank knows what its probe rows must come out as without a join, and the output's
+// order-independent checksum over all ranks must equal that. DuckDB on the same shape of data
+// is bench/join_duckdb.py's.
+#include <spillway/comm/collectives.hpp>
+#include <spillway/comm/launch.hpp>
+#include <spillway/comm/mpi.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
+#include <spillway/memory/buffer_resource.hpp>
+#include <spillway/ops/hash_join.hpp>
+#include <spillway/table/checksum.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "cli.hpp"
+
+using namespace spillway;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::string comm{"local"};
+  int ranks{2};
+  std::size_t build{1000000};  // rows per rank
+  std::size_t probe{4000000};  // rows per rank
+  double skew{0};
+  JoinType type{JoinType::inner};
+  std::uint32_t partitions{0};
+  long long host_limit_mib{-1};
+  int runs{3};
+  int warmups{1};
+};
+
+[[noreturn]] void usage(const std::string& error) {
+  cli::print_usage(
+      "spillway-bench-join", error,
+      "usage: spillway-bench-join [options]\n"
+      "  -C local|mpi|single   communicator (default local; mpi: run under mpirun)\n"
+      "  --ranks N             ranks of -C local (default 2)\n"
+      "  -b N                  build (right) rows per rank (default 1000000)\n"
+      "  -p N                  probe (left) rows per rank (default 4000000)\n"
+      "  --skew F              this fraction of probe rows has key 0 (default 0: uniform)\n"
+      "  --type T              inner, left, left_semi or left_anti (default inner)\n"
+      "  --partitions N        partitions of the shuffles (default: one per 32 MiB of build\n"
+      "                        side, at least one per rank)\n"
+      "  --host-limit MIB      HOST limit per rank (default: the settings')\n"
+      "  -r N                  timed runs (default 3)\n"
+      "  -w N                  warm-up runs (default 1)\n"
+      "  -h                    this help\n");
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  auto number = [&](int& i, long long min, long long max) {
+    return cli::number(argc, argv, i, min, max, usage);
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      usage("");
+    } else if (a == "-C") {
+      o.comm = cli::rank_kind(argc, argv, i, usage);
+    } else if (a == "--ranks") {
+      o.ranks = static_cast<int>(number(i, 1, 1024));
+    } else if (a == "-b") {
+      o.build = static_cast<std::size_t>(number(i, 1, 1LL << 34));
+    } else if (a == "-p") {
+      o.probe = static_cast<std::size_t>(number(i, 0, 1LL << 34));
+    } else if (a == "--skew") {
+      const std::string v = cli::value(argc, argv, i, usage);
+      char* end = nullptr;
+      o.skew = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(o.skew >= 0 && o.skew <= 1)) {
+        usage("--skew takes a fraction from 0 to 1, got '" + v + "'");
+      }
+    } else if (a == "--type") {
+      const std::string v = cli::value(argc, argv, i, usage);
+      bool found = false;
+      for (JoinType t :
+           {JoinType::inner, JoinType::left, JoinType::left_semi, JoinType::left_anti}) {
+        if (v == to_string(t)) {
+          o.type = t;
+          found = true;
+        }
+      }
+      if (!found) usage("--type takes inner, left, left_semi or left_anti, got '" + v + "'");
+    } else if (a == "--partitions") {
+      o.partitions = static_cast<std::uint32_t>(number(i, 1, 1 << 20));
+    } else if (a == "--host-limit") {
+      o.host_limit_mib = number(i, 1, 1LL << 30);
+    } else if (a == "-r") {
+      o.runs = static_cast<int>(number(i, 1, 1000));
+    } else if (a == "-w") {
+      o.warmups = static_cast<int>(number(i, 0, 1000));
+    } else {
+      usage("unknown option '" + a + "'");
+    }
+  }
+  return o;
+}
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/// A build row's payloads, functions of its key.
+std::int64_t b1_of(std::int64_t k) {
+  return static_cast<std::int64_t>(mix(k) >> 1);
+}
+std::int64_t b2_of(std::int64_t k) {
+  return static_cast<std::int64_t>(mix(k ^ 0x5bd1e995) >> 1);
+}
+
+Column int64_column(const std::vector<std::int64_t>& v, BufferResource& br) {
+  auto b = br.allocate(MemoryType::HOST, v.size() * 8);
+  if (!v.empty()) std::memcpy(b->data(), v.data(), v.size() * 8);
+  return Column(TypeId::INT64, v.size(), std::move(b));
+}
+
+Table make_table(std::vector<std::vector<std::int64_t>> cols, std::vector<std::string> names,
+                 BufferResource& br) {
+  std::vector<Column> out;
+  for (const auto& c : cols) out.push_back(int64_column(c, br));
+  return Table(std::move(out), std::move(names));
+}
+
+struct Sides {
+  Table probe, build;
+  TableChecksum want;  // of this rank's probe rows as the join gives them
+};
+
+Sides make_sides(const Options& o, Rank rank, int nranks, BufferResource& br) {
+  const auto total_build = static_cast<std::uint64_t>(o.build) * static_cast<std::uint64_t>(nranks);
+  std::vector<std::int64_t> bk(o.build), b1(o.build), b2(o.build);
+  for (std::size_t i = 0; i < o.build; ++i) {
+    bk[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(rank) * o.build + i);
+    b1[i] = b1_of(bk[i]);
+    b2[i] = b2_of(bk[i]);
+  }
+  std::vector<std::int64_t> pk(o.probe), p1(o.probe), p2(o.probe);
+  const auto hot = static_cast<std::uint64_t>(o.skew * 1e9);
+  for (std::size_t i = 0; i < o.probe; ++i) {
+    const std::uint64_t h = mix((static_cast<std::uint64_t>(rank) << 40) ^ i);
+    pk[i] = h % 1000000000 < hot ? 0 : static_cast<std::int64_t>((h >> 20) % total_build);
+    p1[i] = static_cast<std::int64_t>(i);
+    p2[i] = static_cast<std::int64_t>(mix(h) >> 1);
+  }
+  Sides s;
+  if (o.type == JoinType::left_anti) {
+    s.want = {};  // every probe row matches
+  } else if (o.type == JoinType::left_semi) {
+    s.want = checksum(make_table({pk, p1, p2}, {"k", "p1", "p2"}, br).view());
+  } else {
+    std::vector<std::int64_t> j1(o.probe), j2(o.probe);
+    for (std::size_t i = 0; i < o.probe; ++i) {
+      j1[i] = b1_of(pk[i]);
+      j2[i] = b2_of(pk[i]);
+    }
+    s.want = checksum(
+        make_table({pk, p1, p2, pk, j1, j2}, {"k", "p1", "p2", "k_right", "b1", "b2"}, br).view());
+  }
+  s.probe = make_table({std::move(pk), std::move(p1), std::move(p2)}, {"k", "p1", "p2"}, br);
+  s.build = make_table({std::move(bk), std::move(b1), std::move(b2)}, {"k", "b1", "b2"}, br);
+  return s;
+}
+
+int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mutex& print) {
+  const int n = comm.nranks();
+  const Sides s = make_sides(o, comm.rank(), n, br);
+  const std::uint64_t total_build = static_cast<std::uint64_t>(o.build) * n;
+  const std::uint64_t total_probe = static_cast<std::uint64_t>(o.probe) * n;
+  const double input_bytes = double(total_build + total_probe) * 24;
+  const std::uint32_t partitions =
+      o.partitions != 0 ? o.partitions
+                        : static_cast<std::uint32_t>(std::max<std::uint64_t>(
+                              static_cast<std::uint64_t>(n), total_build * 24 / (32 * MiB) + 1));
+  const std::vector<std::size_t> keys{0};
+  const auto say = [&](const std::string& line) {
+    if (comm.rank() != 0) return;
+    std::lock_guard lock(print);
+    std::cout << line << std::endl;
+  };
+  {
+    std::ostringstream h;
+    h << "spillway-bench-join: -C " << o.comm << " | nranks " << n << " | " << to_string(o.type)
+      << " join | build " << total_build << " rows, probe " << total_probe
+      << " rows (int64 key, 2 int64 payloads a side; " << format_bytes(input_bytes)
+      << " in all) | skew " << o.skew << "\nplan: shuffle join (both sides hashed into "
+      << partitions << " partitions, " << format_bytes(double(total_build) * 24 / partitions)
+      << " of build side each; each pair joined as it arrives)\nMemory: " << br.usage();
+    say(h.str());
+  }
+  ops::HashJoinOptions jo;
+  jo.type = o.type;
+  jo.partitions = partitions;
+  std::vector<double> times;
+  bool valid = true;
+  for (int run = 0; run < o.warmups + o.runs; ++run) {
+    comm.barrier();
+    for (MemoryType t : all_memory_types) br.reset_peak(t);
+    TableChecksum got;
+    double check_seconds = 0;
+    const auto t0 = Clock::now();
+    ops::hash_join(comm, br, s.probe.view(), keys, s.build.view(), keys, jo,
+                   [&](std::uint32_t, Table&& t) {
+                     const auto c0 = Clock::now();
+                     got += checksum(t.view());
+                     check_seconds += std::chrono::duration<double>(Clock::now() - c0).count();
+                   });
+    const double mine = std::chrono::duration<double>(Clock::now() - t0).count() - check_seconds;
+    const double slowest = allreduce(comm, 900, std::span(&mine, 1), ReduceOp::max)[0];
+    const std::vector<std::uint64_t> sums{got.rows, got.sum, s.want.rows, s.want.sum};
+    const auto all = allreduce(comm, 901, std::span(sums), ReduceOp::sum);
+    const bool ok = all[0] == all[2] && all[1] == all[3];
+    valid = valid && ok;
+    const bool warm = run < o.warmups;
+    if (!warm) times.push_back(slowest);
+    std::ostringstream line;
+    line << "elapsed: " << slowest << " sec | " << double(total_build + total_probe) / slowest / 1e6
+         << " M input rows/s | " << input_bytes / slowest / 1e9 << " GB/s of input | output "
+         << all[0] << " rows" << (warm ? " (warmup run)" : "") << " | "
+         << (ok ? "validated" : "INVALID: want " + std::to_string(all[2]) + " rows");
+    say(line.str());
+  }
+  std::ostringstream m;
+  const double med = cli::median(times);
+  m << "medians: " << med << " sec | " << double(total_build + total_probe) / med / 1e6
+    << " M input rows/s | " << input_bytes / med / 1e9 << " GB/s of input | peak of rank 0:";
+  for (MemoryType t : all_memory_types) {
+    if (!br.is_live(t) || t == MemoryType::DEVICE || t == MemoryType::PINNED_HOST) continue;
+    m << " " << to_string(t) << " " << format_bytes(double(br.peak(t))) << "/"
+      << (br.limit(t) == unlimited_bytes ? std::string("unlimited")
+                                         : format_bytes(double(br.limit(t))));
+  }
+  say(m.str());
+  if (comm.rank() == 0 && br.statistics().get("spill-host-to-disk")) {
+    say(" - spilled HOST -> DISK: " +
+        format_bytes(br.statistics().get("spill-host-to-disk")->bytes) + " (rank 0, all runs)");
+  }
+  return valid ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  try {
+    if (o.comm == "mpi" && !mpi::is_compiled()) {
+      std::cerr << "spillway-bench-join: built without MPI\n";
+      return 2;
+    }
+    auto cfg = BufferResourceConfig::from_options();
+    cfg.use_gpu = false;  // (the CPU join; the GPU one is to come)
+    if (o.host_limit_mib > 0) {
+      cfg.limits[index(MemoryType::HOST)] =
+          Limit::bytes(static_cast<std::size_t>(o.host_limit_mib) * MiB);
+    }
+    std::mutex print;
+    LaunchOptions launch;
+    launch.place_on_gpu = false;
+    launch.program = "spillway-bench-join";
+    return run_ranks(
+        parse_rank_kind(o.comm), o.ranks, cfg,
+        [&](Communicator& comm, BufferResource& br) { return run_rank(o, comm, br, print); },
+        launch);
+  } catch (const std::exception& e) {
+    std::cerr << "spillway-bench-join: " << e.what() << "\n";
+    return 1;
+  }
+}
