@@ -1,0 +1,133 @@
+#pragma once
+/// @file engine.hpp
+/// The transfer engine: batched non-contiguous one-sided writes and reads between registered
+/// memory of processes that join and leave at run time, with 32-bit imm notifications, small
+/// two-sided control messages and a liveness check of its own.
+///
+/// One engine per process (per GPU). Its worker thread, bound to the CPUs nearest its GPU,
+/// posts every operation, polls the backend's completions and retries what the backend could
+/// not take yet (an application-level queue). A control channel (TCP) to every peer carries
+/// the peer's hello, the control messages and heartbeats: a peer whose connection closes or
+/// that sends nothing for `peer_timeout` is gone, and every ticket to it ends as peer_gone.
+///
+///     TransferEngine a({.backend = "libfabric", .provider = "tcp"});
+///     // hand a.metadata() and a.export_region(dst, 0, n).to_bytes() to the writer
+///     PeerId p = b.add_peer(metadata_of_a);
+///     Ticket t = b.write(src, remote, chunks, /*imm=*/7, Deadline::in(5s));
+///     a.expect_imm(7, 1).wait();   // the batch's bytes are in place
+
+#include <spillway/transfer/region.hpp>
+#include <spillway/transfer/ticket.hpp>
+#include <spillway/transfer/types.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace spillway::transfer {
+
+struct EngineOptions {
+  /// "loopback" (engines of this process only, for tests), "libfabric", or "auto" (libfabric
+  /// where built, else loopback).
+  std::string backend{"auto"};
+  /// The libfabric provider by name: "tcp", "shm", "verbs", "efa", "sockets".
+  std::string provider{"tcp"};
+  /// The address the control channel (and libfabric's tcp endpoint) binds to.
+  std::string address{"127.0.0.1"};
+  /// The GPU whose nearest CPUs the worker runs on; -1 for none.
+  int device{-1};
+  /// How often the control channel says it is alive.
+  std::chrono::milliseconds heartbeat_interval{100};
+  /// How long a peer may say nothing before it counts as gone.
+  std::chrono::milliseconds peer_timeout{5000};
+  /// The backend's transmit queue depth; 0 for the provider's default. A tiny queue forces
+  /// -FI_EAGAIN, which the engine's own queue absorbs.
+  std::size_t tx_queue_depth{0};
+};
+
+/// What the engine has done, for benchmarks and tests.
+struct EngineCounters {
+  std::uint64_t chunks_posted{0};
+  std::uint64_t eagain{0};  ///< posts the backend refused for now (and the engine retried)
+  std::uint64_t imms_received{0};
+};
+
+/// One-sided transfers between registered memory of peers that come and go.
+class TransferEngine {
+ public:
+  /// @throws spillway::logic_error for an unknown backend or a bad option;
+  /// spillway::comm_error when the backend or the control channel cannot be opened
+  explicit TransferEngine(EngineOptions options = {});
+  ~TransferEngine();
+  TransferEngine(const TransferEngine&) = delete;
+  TransferEngine& operator=(const TransferEngine&) = delete;
+
+  /// This engine's serialisable address (backend, control channel, identity); hand it to
+  /// peers out of band.
+  [[nodiscard]] std::vector<std::uint8_t> metadata() const;
+  /// The backend in use ("loopback" or "libfabric/tcp", ...).
+  [[nodiscard]] std::string backend_name() const;
+
+  /// Connects to the engine `metadata` describes; works at any time, also while transfers
+  /// between others are in flight. Adding a peer already known returns its id.
+  /// @throws spillway::corrupt_data_error for corrupt or truncated metadata;
+  /// spillway::logic_error for metadata of another backend or of this engine;
+  /// spillway::comm_error when the peer cannot be reached
+  PeerId add_peer(std::span<const std::uint8_t> metadata);
+  /// Ends the peer: its tickets end as peer_gone, its regions are no longer written.
+  void remove_peer(PeerId peer);
+  /// The live peers.
+  [[nodiscard]] std::vector<PeerId> peers() const;
+  /// Called on the worker thread with a peer that died, stopped answering or was removed.
+  void on_peer_failure(std::function<void(PeerId, const std::string& why)> callback);
+
+  /// @throws spillway::logic_error for a null pointer, zero bytes, or memory that overlaps a
+  /// region already registered (the message names both)
+  Region register_memory(void* ptr, std::size_t bytes, MemoryType type, int device = -1);
+  /// Operations on the region must have ended.
+  void deregister_memory(const Region& region);
+  /// `length` bytes of `region` from `offset`, as a peer may address them.
+  /// @throws spillway::logic_error when the range is outside the region
+  [[nodiscard]] RemoteRegion export_region(const Region& region, std::size_t offset,
+                                           std::size_t length) const;
+
+  /// A one-sided write of every chunk from `src` into `dst`. `imm`, if given, reaches the
+  /// owner of `dst` once every byte of the batch is in place there.
+  /// @throws spillway::logic_error, before anything moves, for a chunk outside either region,
+  /// an empty batch, or a region that is not registered; a `dst` of an engine that is no
+  /// longer (or never was) a peer
+  Ticket write(const Region& src, const RemoteRegion& dst, std::span<const Chunk> chunks,
+               std::optional<std::uint32_t> imm = std::nullopt,
+               Deadline deadline = Deadline::never());
+  /// A one-sided read of every chunk from `src` (the peer's) into `dst` (this engine's);
+  /// chunk offsets are src_offset in `src`, dst_offset in `dst`.
+  Ticket read(const RemoteRegion& src, const Region& dst, std::span<const Chunk> chunks,
+              Deadline deadline = Deadline::never());
+
+  /// Completes when `count` imms equal to `imm` have arrived, in any order, counting those
+  /// that arrived before this call. Each arrival is consumed by one expectation only.
+  Ticket expect_imm(std::uint32_t imm, std::uint32_t count, Deadline deadline = Deadline::never());
+  /// Arrivals of `imm` not yet consumed by an expectation.
+  [[nodiscard]] std::uint64_t imm_count(std::uint32_t imm) const;
+
+  /// A small two-sided message to `peer` (at most 1 MiB), in order with earlier ones.
+  /// @throws spillway::comm_error when the peer is gone
+  void send_control(PeerId peer, std::span<const std::uint8_t> bytes);
+  /// The next control message from any peer, waiting up to `timeout`; nullopt on timeout.
+  std::optional<std::pair<PeerId, std::vector<std::uint8_t>>> recv_control(
+      std::chrono::milliseconds timeout);
+
+  [[nodiscard]] EngineCounters counters() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace spillway::transfer

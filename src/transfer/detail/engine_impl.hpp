@@ -1,0 +1,121 @@
+#pragma once
+// The transfer engine's state (internal): peers and their control connections, registered
+// regions, operations in flight, imm counts, and the worker that drives the backend.
+//
+// Locks: `backend_mutex` (the backend is driven by one thread at a time) is taken before
+// `mutex` (everything else), never after; tickets are finished under neither or under
+// `mutex` only.
+
+#include <spillway/transfer/engine.hpp>
+
+#include "transfer/detail/backend.hpp"
+#include "transfer/detail/control_channel.hpp"
+#include "transfer/detail/wire.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+namespace spillway::transfer {
+
+namespace detail {
+
+/// A control connection; closes its socket when destroyed.
+struct Connection {
+  int fd{-1};
+  FrameReader reader;
+  Connection() = default;
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection();
+};
+
+struct Peer {
+  PeerId id{0};
+  EngineMetadata metadata;
+  std::uint64_t backend_peer{0};
+  bool alive{true};
+  std::vector<std::unique_ptr<Connection>> connections;  // changed under the engine's mutex
+  std::mutex send_mutex;  // one writer per connection; held while the worker closes them
+  Clock::time_point last_heard{Clock::now()};
+};
+
+struct Expectation {
+  std::uint32_t count{0};
+  std::shared_ptr<TicketState> ticket;
+  Deadline deadline;
+};
+
+}  // namespace detail
+
+struct TransferEngine::Impl final : detail::BackendHost {
+  explicit Impl(EngineOptions opts);
+  ~Impl() override;
+
+  void deliver_imm(std::uint32_t imm) override;
+
+  // Called with `mutex` held.
+  void satisfy(std::uint32_t imm);
+  detail::RegionRecord& record_of(const Region& region, const char* what);
+  std::shared_ptr<detail::Peer> peer_of(PeerId peer, const char* what);
+  /// The peer owning `engine`'s regions; nullptr (and `why`) when it is gone.
+  std::shared_ptr<detail::Peer> peer_of_engine(const detail::EngineId& engine, std::string& why);
+  Ticket submit(std::shared_ptr<detail::Op> op);
+
+  /// A peer for `metadata` reached over `connection`: the known one, or a new one.
+  PeerId attach(const detail::EngineMetadata& metadata,
+                std::unique_ptr<detail::Connection> connection);
+  /// Ends the peer: its operations end as peer_gone and the failure callbacks run. The worker
+  /// closes its connections later.
+  void fail_peer(const std::shared_ptr<detail::Peer>& peer, const std::string& why);
+
+  // The worker.
+  void run();
+  void post_submitted();
+  void check_deadlines();
+  void tend_peers();
+  void poll_sockets(bool busy);
+  void on_frame(const std::shared_ptr<detail::Peer>& peer, detail::Frame&& frame);
+  void accept_pending();
+  void wake() const noexcept;
+
+  EngineOptions options;
+  detail::EngineId id{detail::random_engine_id()};
+  std::string control_address;
+  int listen_fd{-1};
+  int wake_fd{-1};
+
+  std::mutex backend_mutex;
+  std::unique_ptr<detail::Backend> backend;
+
+  mutable std::mutex mutex;
+  std::map<PeerId, std::shared_ptr<detail::Peer>> peers;  // live, and dead ones not yet closed
+  std::map<detail::EngineId, PeerId> by_engine;           // live peers
+  std::set<detail::EngineId> gone_engines;
+  PeerId next_peer{1};
+  std::map<std::uint64_t, detail::RegionRecord> regions;
+  std::uint64_t next_region{1};
+  std::vector<std::shared_ptr<detail::Op>> ops;  // not yet ended
+  std::deque<std::shared_ptr<detail::Op>> submitted;
+  std::unordered_map<std::uint32_t, std::uint64_t> arrived;
+  std::unordered_map<std::uint32_t, std::deque<detail::Expectation>> expecting;
+  std::uint64_t imms_received{0};
+  std::deque<std::pair<PeerId, std::vector<std::uint8_t>>> inbox;
+  std::condition_variable inbox_ready;
+  std::vector<std::function<void(PeerId, const std::string&)>> failure_callbacks;
+
+  // The worker's own.
+  std::vector<std::unique_ptr<detail::Connection>> pending;  // accepted, no hello yet
+  Clock::time_point next_heartbeat{Clock::now()};
+  Clock::time_point last_activity{Clock::now()};  // the backend last did something
+  std::atomic<bool> stopping{false};
+  std::thread worker;
+};
+
+}  // namespace spillway::transfer

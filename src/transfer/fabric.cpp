@@ -1,0 +1,403 @@
+// The libfabric backend: FI_EP_RDM endpoints of a provider chosen by name (tcp, shm, verbs,
+// efa, sockets). A batch goes out as one fi_writemsg / fi_readmsg per chunk, posted with
+// FI_MORE while more follow; what the provider refuses with -FI_EAGAIN stays in this
+// backend's queue and is posted again after the completion queue is polled. The imm travels
+// as remote CQ data on the batch's last write, posted once every other write of the batch has
+// completed (FI_DELIVERY_COMPLETE where the provider offers it), so the target sees the imm
+// only when all of the batch's bytes are in place.
+
+#include <spillway/core/error.hpp>
+#include <spillway/core/logging.hpp>
+
+#include "transfer/detail/backend.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <cstring>
+#include <deque>
+
+namespace spillway::transfer::detail {
+
+bool fabric_compiled() noexcept {
+  return true;
+}
+
+namespace {
+
+/// Throws comm_error naming the call and libfabric's message when `rc` is an error.
+void check(int rc, const char* call) {
+  if (rc < 0) {
+    SPILLWAY_FAIL(std::string("libfabric: ") + call + " failed: " + fi_strerror(-rc) + " (" +
+                      std::to_string(rc) + ")",
+                  comm_error);
+  }
+}
+
+template <typename Fid>
+void close_fid(Fid*& f) noexcept {
+  if (f != nullptr) fi_close(&f->fid);
+  f = nullptr;
+}
+
+/// The context of one posted write or read; fi_context2 first, as the provider expects.
+struct Context {
+  fi_context2 fi{};
+  std::shared_ptr<Op> op;
+};
+
+bool connection_error(int err) {
+  return err == FI_ECONNREFUSED || err == FI_ECONNRESET || err == FI_ECONNABORTED ||
+         err == FI_EHOSTUNREACH || err == FI_ENOTCONN || err == FI_EADDRNOTAVAIL ||
+         err == FI_ETIMEDOUT || err == FI_EIO;
+}
+
+class FabricBackend final : public Backend {
+ public:
+  FabricBackend(BackendHost& host, const EngineOptions& options)
+      : host_{host}, provider_{options.provider} {
+    fi_info* hints = fi_allocinfo();
+    SPILLWAY_EXPECTS(hints != nullptr, "libfabric: fi_allocinfo failed", comm_error);
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->domain_attr->mr_mode =
+        FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;
+    hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    if (options.tx_queue_depth > 0) hints->tx_attr->size = options.tx_queue_depth;
+    hints->fabric_attr->prov_name = strdup(options.provider.c_str());
+    // tcp and verbs bind to the engine's address; shm and efa pick their own.
+    const bool by_address =
+        options.provider == "tcp" || options.provider == "verbs" || options.provider == "sockets";
+    const char* node = by_address ? options.address.c_str() : nullptr;
+    const std::uint64_t flags = by_address ? FI_SOURCE : 0;
+    int rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, flags, hints, &info_);
+    if (rc == -FI_ENODATA) {  // no FI_DELIVERY_COMPLETE: transmit completion it is
+      hints->tx_attr->op_flags = 0;
+      rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, flags, hints, &info_);
+    }
+    fi_freeinfo(hints);
+    SPILLWAY_EXPECTS(rc == 0 && info_ != nullptr,
+                     "libfabric: provider '" + options.provider +
+                         "' offers no RDM endpoint with RMA here (fi_getinfo: " +
+                         std::string(fi_strerror(-rc)) + "); try tcp or shm",
+                     comm_error);
+    try {
+      open(options);
+    } catch (...) {
+      close_all();
+      throw;
+    }
+  }
+
+  ~FabricBackend() override { close_all(); }
+
+  [[nodiscard]] std::string name() const override { return "libfabric/" + provider_; }
+  [[nodiscard]] std::vector<std::uint8_t> address() const override { return address_; }
+
+  void register_region(RegionRecord& record) override {
+    const Region& r = record.region;
+    fi_mr_attr attr{};
+    iovec iov{r.ptr, r.bytes};
+    attr.mr_iov = &iov;
+    attr.iov_count = 1;
+    attr.access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    attr.requested_key = r.id;
+    if (r.type == MemoryType::DEVICE) {
+      SPILLWAY_EXPECTS((info_->caps & FI_HMEM) != 0,
+                       "libfabric: provider " + provider_ +
+                           " has no FI_HMEM here, so device memory cannot be registered "
+                           "with it; register pinned host memory instead");
+      attr.iface = FI_HMEM_CUDA;
+      attr.device.cuda = r.device;
+    }
+    fid_mr* mr = nullptr;
+    check(
+        fi_mr_regattr(domain_, &attr, r.type == MemoryType::DEVICE ? FI_HMEM_DEVICE_ONLY : 0, &mr),
+        "fi_mr_regattr");
+    if (info_->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+      const int b = fi_mr_bind(mr, &ep_->fid, 0);
+      const int e = b == 0 ? fi_mr_enable(mr) : b;
+      if (e != 0) {
+        fi_close(&mr->fid);
+        check(e, "fi_mr_bind/fi_mr_enable");
+      }
+    }
+    record.handle = mr;
+    record.desc = fi_mr_desc(mr);
+    record.key = fi_mr_key(mr);
+    record.address = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR)
+                         ? reinterpret_cast<std::uintptr_t>(r.ptr)
+                         : 0;
+  }
+
+  void deregister_region(RegionRecord& record) noexcept override {
+    if (record.handle != nullptr) fi_close(&static_cast<fid_mr*>(record.handle)->fid);
+    record.handle = nullptr;
+  }
+
+  std::uint64_t add_peer(std::span<const std::uint8_t> address) override {
+    // Addresses differ in length by provider (a sockaddr for tcp, a name for shm).
+    SPILLWAY_EXPECTS(!address.empty() && address.size() <= 1024,
+                     "libfabric: a peer address of " + std::to_string(address.size()) +
+                         " bytes (1 to 1024 expected)",
+                     corrupt_data_error);
+    fi_addr_t addr = FI_ADDR_UNSPEC;
+    const int n = fi_av_insert(av_, address.data(), 1, &addr, 0, nullptr);
+    SPILLWAY_EXPECTS(n == 1, "libfabric: fi_av_insert refused the peer's address", comm_error);
+    return addr;
+  }
+
+  void remove_peer(std::uint64_t backend_peer) noexcept override {
+    fi_addr_t addr = backend_peer;
+    fi_av_remove(av_, &addr, 1, 0);
+  }
+
+  void post(std::shared_ptr<Op> op) override { queue_.push_back(std::move(op)); }
+
+  bool progress() override {
+    bool did = poll_completions();
+    did = post_queued() || did;
+    return did || !queue_.empty();
+  }
+
+  int wait_fd() override { return wait_fd_; }
+  bool may_sleep() override {
+    if (wait_fd_ < 0) return false;
+    fid* f = &cq_->fid;
+    return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
+  }
+
+  [[nodiscard]] EngineCounters counters() const override { return counters_; }
+
+ private:
+  void open(const EngineOptions& options) {
+    check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
+    check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_DATA;
+    cq_attr.wait_obj = FI_WAIT_FD;
+    if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) != 0) {
+      cq_attr.wait_obj = FI_WAIT_NONE;
+      check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
+    } else if (fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_) != 0) {
+      wait_fd_ = -1;
+    }
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    check(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
+    check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
+    check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
+    check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+    check(fi_enable(ep_), "fi_enable");
+    std::size_t len = 0;
+    fi_getname(&ep_->fid, nullptr, &len);
+    address_.resize(len);
+    check(fi_getname(&ep_->fid, address_.data(), &len), "fi_getname");
+    address_.resize(len);
+    max_msg_ = std::max<std::size_t>(info_->ep_attr->max_msg_size, 4096);
+    tx_size_ = std::max<std::size_t>(info_->tx_attr->size, 1);
+    delivery_complete_ = (info_->tx_attr->op_flags & FI_DELIVERY_COMPLETE) != 0;
+    SPILLWAY_EXPECTS(info_->domain_attr->cq_data_size >= 4,
+                     "libfabric: provider " + provider_ + " carries no 4-byte remote CQ data",
+                     comm_error);
+    SPILLWAY_LOG(debug, "libfabric: " + std::string(info_->fabric_attr->prov_name) + " tx queue " +
+                            std::to_string(tx_size_) + ", largest message " +
+                            std::to_string(max_msg_) +
+                            (delivery_complete_ ? ", delivery complete" : ", transmit complete") +
+                            (wait_fd_ >= 0 ? ", wait fd" : ", polled") + " (tx depth asked " +
+                            std::to_string(options.tx_queue_depth) + ")");
+  }
+
+  void close_all() noexcept {
+    close_fid(ep_);
+    close_fid(av_);
+    close_fid(cq_);
+    close_fid(domain_);
+    close_fid(fabric_);
+    if (info_ != nullptr) fi_freeinfo(info_);
+    info_ = nullptr;
+  }
+
+  Context* acquire(std::shared_ptr<Op> op) {
+    if (free_.empty()) {
+      all_.push_back(std::make_unique<Context>());
+      free_.push_back(all_.back().get());
+    }
+    Context* c = free_.back();
+    free_.pop_back();
+    c->op = std::move(op);
+    return c;
+  }
+  void release(Context* c) {
+    c->op.reset();
+    free_.push_back(c);
+  }
+
+  /// Ends `op` well once everything of it has been posted and completed.
+  static void maybe_done(Op& op) {
+    if (op.next == op.chunks.size() && op.inflight == 0) op.ticket->finish(Status::ok);
+  }
+
+  bool poll_completions() {
+    bool did = false;
+    fi_cq_data_entry entries[64];
+    for (int round = 0; round < 64; ++round) {
+      const ssize_t n = fi_cq_read(cq_, entries, 64);
+      if (n == -FI_EAGAIN) break;
+      if (n == -FI_EAVAIL) {
+        read_error();
+        did = true;
+        continue;
+      }
+      check(static_cast<int>(n < 0 ? n : 0), "fi_cq_read");
+      did = true;
+      for (ssize_t i = 0; i < n; ++i) {
+        const auto& e = entries[i];
+        if ((e.flags & FI_REMOTE_CQ_DATA) && !(e.flags & (FI_WRITE | FI_READ))) {
+          host_.deliver_imm(static_cast<std::uint32_t>(e.data));  // a peer's batch landed
+          continue;
+        }
+        auto* c = static_cast<Context*>(e.op_context);
+        if (c == nullptr) continue;
+        Op& op = *c->op;
+        --op.inflight;
+        ++op.completed;
+        maybe_done(op);
+        release(c);
+      }
+      if (n < 64) break;
+    }
+    return did;
+  }
+
+  void read_error() {
+    fi_cq_err_entry err{};
+    if (fi_cq_readerr(cq_, &err, 0) != 1) return;
+    if ((err.flags & FI_REMOTE_CQ_DATA) && !(err.flags & (FI_WRITE | FI_READ))) return;
+    auto* c = static_cast<Context*>(err.op_context);
+    if (c == nullptr) return;
+    Op& op = *c->op;
+    --op.inflight;
+    const char* text = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
+    const std::string why = std::string("libfabric: a ") + (op.is_read ? "read" : "write") +
+                            " failed: " + fi_strerror(err.err) + " (" + (text ? text : "") + ")";
+    op.ticket->finish(connection_error(err.err) ? Status::peer_gone : Status::error, why);
+    release(c);
+  }
+
+  /// Posts from the queue, oldest first, until the provider says -FI_EAGAIN.
+  bool post_queued() {
+    bool did = false;
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      Op& op = **it;
+      if (op.ticket->ended()) {
+        if (op.inflight == 0) {
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+        continue;
+      }
+      const int r = post_some(*it);
+      did = did || r > 0;
+      if (r < 0) break;  // the provider's queue is full
+      if (op.next == op.chunks.size()) {
+        it = queue_.erase(it);  // all posted; completions end it
+        continue;
+      }
+      ++it;
+    }
+    return did;
+  }
+
+  /// Posts `op`'s next pieces: as many as the transmit queue has room for, the last of them
+  /// without FI_MORE. @returns the count posted, or -1 when the provider refused one
+  int post_some(const std::shared_ptr<Op>& sp) {
+    Op& op = *sp;
+    int posted = 0;
+    const std::size_t room = tx_size_ > inflight_total() ? tx_size_ - inflight_total() : 1;
+    for (std::size_t burst = 0; op.next < op.chunks.size() && burst < room; ++burst) {
+      const Chunk& c = op.chunks[op.next];
+      const std::size_t length = std::min(c.length - op.next_byte, max_msg_);
+      const bool last_piece = op.next + 1 == op.chunks.size() && op.next_byte + length == c.length;
+      if (last_piece && op.imm && op.inflight > 0) break;  // the imm goes after the rest
+      const bool more = !last_piece && burst + 1 < room;
+      const std::size_t local_at = (op.is_read ? c.dst_offset : c.src_offset) + op.next_byte;
+      const std::size_t remote_at = (op.is_read ? c.src_offset : c.dst_offset) + op.next_byte;
+      iovec iov{static_cast<std::uint8_t*>(op.local.region.ptr) + local_at, length};
+      void* desc = op.local.desc;
+      fi_rma_iov rma{op.remote.address + remote_at, length, op.remote.key};
+      Context* ctx = acquire(sp);
+      fi_msg_rma msg{};
+      msg.msg_iov = &iov;
+      msg.desc = &desc;
+      msg.iov_count = 1;
+      msg.addr = op.backend_peer;
+      msg.rma_iov = &rma;
+      msg.rma_iov_count = 1;
+      msg.context = &ctx->fi;
+      std::uint64_t flags = FI_COMPLETION | (more ? FI_MORE : 0);
+      if (!op.is_read && delivery_complete_) flags |= FI_DELIVERY_COMPLETE;
+      if (last_piece && op.imm) {
+        msg.data = *op.imm;
+        flags |= FI_REMOTE_CQ_DATA;
+      }
+      const ssize_t rc = op.is_read ? fi_readmsg(ep_, &msg, flags) : fi_writemsg(ep_, &msg, flags);
+      if (rc == -FI_EAGAIN) {
+        release(ctx);
+        ++counters_.eagain;
+        return -1;
+      }
+      if (rc != 0) {
+        release(ctx);
+        op.ticket->finish(Status::error, std::string("libfabric: ") +
+                                             (op.is_read ? "fi_readmsg" : "fi_writemsg") +
+                                             " failed: " + fi_strerror(static_cast<int>(-rc)));
+        return posted;
+      }
+      ++op.inflight;
+      ++posted;
+      ++counters_.chunks_posted;
+      op.next_byte += length;
+      if (op.next_byte == c.length) {
+        ++op.next;
+        op.next_byte = 0;
+      }
+    }
+    return posted;
+  }
+
+  std::size_t inflight_total() const noexcept { return all_.size() - free_.size(); }
+
+  BackendHost& host_;
+  std::string provider_;
+  fi_info* info_{nullptr};
+  fid_fabric* fabric_{nullptr};
+  fid_domain* domain_{nullptr};
+  fid_cq* cq_{nullptr};
+  fid_av* av_{nullptr};
+  fid_ep* ep_{nullptr};
+  int wait_fd_{-1};
+  std::vector<std::uint8_t> address_;
+  std::size_t max_msg_{0};
+  std::size_t tx_size_{1};
+  bool delivery_complete_{false};
+  std::deque<std::shared_ptr<Op>> queue_;
+  std::vector<std::unique_ptr<Context>> all_;
+  std::vector<Context*> free_;
+  EngineCounters counters_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_fabric_backend(BackendHost& host, const EngineOptions& options) {
+  return std::make_unique<FabricBackend>(host, options);
+}
+
+}  // namespace spillway::transfer::detail

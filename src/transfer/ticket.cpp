@@ -1,0 +1,50 @@
+// Tickets: waiting on a transfer's outcome.
+
+#include <spillway/transfer/ticket.hpp>
+
+#include <spillway/core/error.hpp>
+
+#include "transfer/detail/ticket_state.hpp"
+
+namespace spillway::transfer {
+
+const char* to_string(Status status) noexcept {
+  switch (status) {
+    case Status::ok:
+      return "ok";
+    case Status::in_progress:
+      return "in progress";
+    case Status::timed_out:
+      return "timed out";
+    case Status::peer_gone:
+      return "peer gone";
+    case Status::error:
+      return "error";
+  }
+  return "unknown";
+}
+
+Status Ticket::poll() const {
+  SPILLWAY_EXPECTS(state_ != nullptr, "Ticket::poll on an empty ticket");
+  return state_->status.load(std::memory_order_acquire);
+}
+
+Status Ticket::wait(std::chrono::nanoseconds timeout) const {
+  SPILLWAY_EXPECTS(state_ != nullptr, "Ticket::wait on an empty ticket");
+  std::unique_lock lock(state_->mutex);
+  const auto ended = [&] { return state_->ended(); };
+  if (timeout == std::chrono::nanoseconds::max()) {
+    state_->done.wait(lock, ended);
+  } else {
+    state_->done.wait_for(lock, timeout, ended);
+  }
+  return state_->status.load(std::memory_order_acquire);
+}
+
+std::string Ticket::message() const {
+  if (state_ == nullptr) return "empty ticket";
+  std::lock_guard lock(state_->mutex);
+  return state_->message;
+}
+
+}  // namespace spillway::transfer
