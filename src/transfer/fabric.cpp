@@ -69,16 +69,25 @@ class FabricBackend final : public Backend {
     hints->domain_attr->mr_mode =
         FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
-    hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
     if (options.tx_queue_depth > 0) hints->tx_attr->size = options.tx_queue_depth;
     hints->fabric_attr->prov_name = strdup(options.provider.c_str());
     // tcp and verbs bind to the engine's address; shm and efa pick their own.
-    const bool by_address =
-        options.provider == "tcp" || options.provider == "verbs" || options.provider == "sockets";
+    const bool by_address = options.provider == "tcp" || options.provider == "verbs" ||
+                            options.provider == "sockets";
     const char* node = by_address ? options.address.c_str() : nullptr;
     const std::uint64_t flags = by_address ? FI_SOURCE : 0;
+    // The imm must not arrive before the batch's bytes. Best: writes placed in order
+    // (FI_ORDER_WAW), so the imm can go with the last write at once. Else completions that
+    // mean "placed at the target" (FI_DELIVERY_COMPLETE), with the last write held back until
+    // the others have completed. Else plain transmit completion, held back the same way.
+    hints->tx_attr->msg_order = FI_ORDER_WAW;
     int rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, flags, hints, &info_);
-    if (rc == -FI_ENODATA) {  // no FI_DELIVERY_COMPLETE: transmit completion it is
+    if (rc == -FI_ENODATA) {
+      hints->tx_attr->msg_order = 0;
+      hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+      rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, flags, hints, &info_);
+    }
+    if (rc == -FI_ENODATA) {
       hints->tx_attr->op_flags = 0;
       rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, flags, hints, &info_);
     }
@@ -207,14 +216,15 @@ class FabricBackend final : public Backend {
     address_.resize(len);
     max_msg_ = std::max<std::size_t>(info_->ep_attr->max_msg_size, 4096);
     tx_size_ = std::max<std::size_t>(info_->tx_attr->size, 1);
-    delivery_complete_ = (info_->tx_attr->op_flags & FI_DELIVERY_COMPLETE) != 0;
+    ordered_ = (info_->tx_attr->msg_order & FI_ORDER_WAW) != 0;
+    delivery_complete_ = !ordered_ && (info_->tx_attr->op_flags & FI_DELIVERY_COMPLETE) != 0;
     SPILLWAY_EXPECTS(info_->domain_attr->cq_data_size >= 4,
                      "libfabric: provider " + provider_ + " carries no 4-byte remote CQ data",
                      comm_error);
     SPILLWAY_LOG(debug, "libfabric: " + std::string(info_->fabric_attr->prov_name) + " tx queue " +
                             std::to_string(tx_size_) + ", largest message " +
                             std::to_string(max_msg_) +
-                            (delivery_complete_ ? ", delivery complete" : ", transmit complete") +
+                            (ordered_ ? ", writes ordered" : delivery_complete_ ? ", delivery complete" : ", transmit complete") +
                             (wait_fd_ >= 0 ? ", wait fd" : ", polled") + " (tx depth asked " +
                             std::to_string(options.tx_queue_depth) + ")");
   }
@@ -340,7 +350,8 @@ class FabricBackend final : public Backend {
       const Chunk& c = op.chunks[op.next];
       const std::size_t length = std::min(c.length - op.next_byte, max_msg_);
       const bool last_piece = op.next + 1 == op.chunks.size() && op.next_byte + length == c.length;
-      if (last_piece && op.imm && op.inflight > 0) break;  // the imm goes after the rest
+      // Unless writes are placed in order, the imm goes after the rest have completed.
+      if (last_piece && op.imm && op.inflight > 0 && !(ordered_ && !op.is_read)) break;
       const bool more = !last_piece && burst + 1 < room;
       const std::size_t local_at = (op.is_read ? c.dst_offset : c.src_offset) + op.next_byte;
       const std::size_t remote_at = (op.is_read ? c.src_offset : c.dst_offset) + op.next_byte;
@@ -402,6 +413,7 @@ class FabricBackend final : public Backend {
   std::vector<std::uint8_t> address_;
   std::size_t max_msg_{0};
   std::size_t tx_size_{1};
+  bool ordered_{false};
   bool delivery_complete_{false};
   std::deque<std::shared_ptr<Op>> queue_;
   std::unordered_map<std::uint64_t, std::size_t> per_peer_;  // posted, not completed

@@ -22,7 +22,8 @@ struct Chunk {
 
 /// How an operation ended, or that it has not.
 enum class Status : std::uint8_t {
-  ok,           ///< every byte is in place (and the imm, if any, delivered)
+  ok,           ///< done: a write's source may be reused (the target learns that its bytes
+                ///< are in place from the imm), a read's bytes are here
   in_progress,  ///< not finished yet
   timed_out,    ///< its deadline passed first
   peer_gone,    ///< the peer died, stopped answering or was removed
