@@ -2,9 +2,12 @@
 // efa, sockets). A batch goes out as one fi_writemsg / fi_readmsg per chunk, posted with
 // FI_MORE while more follow; what the provider refuses with -FI_EAGAIN stays in this
 // backend's queue and is posted again after the completion queue is polled. The imm travels
-// as remote CQ data on the batch's last write, posted once every other write of the batch has
-// completed (FI_DELIVERY_COMPLETE where the provider offers it), so the target sees the imm
-// only when all of the batch's bytes are in place.
+// as remote CQ data on the batch's last write. Where the provider places writes in order
+// (FI_ORDER_WAW; tcp and shm do), the whole batch goes out at once and only the last write
+// asks for delivery completion, which vouches for the batch; elsewhere the last write is held
+// back until every other write of the batch has completed (FI_DELIVERY_COMPLETE where the
+// provider offers it). Either way the target sees the imm only when all of the batch's bytes
+// are in place, and the initiator's ticket ends then too.
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/logging.hpp>
@@ -76,20 +79,21 @@ class FabricBackend final : public Backend {
                             options.provider == "sockets";
     const char* node = by_address ? options.address.c_str() : nullptr;
     const std::uint64_t flags = by_address ? FI_SOURCE : 0;
-    // The imm must not arrive before the batch's bytes. Best: writes placed in order
-    // (FI_ORDER_WAW), so the imm can go with the last write at once. Else completions that
-    // mean "placed at the target" (FI_DELIVERY_COMPLETE), with the last write held back until
-    // the others have completed. Else plain transmit completion, held back the same way.
-    hints->tx_attr->msg_order = FI_ORDER_WAW;
-    int rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, flags, hints, &info_);
-    if (rc == -FI_ENODATA) {
-      hints->tx_attr->msg_order = 0;
-      hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+    // The imm must not arrive before the batch's bytes, and a ticket should end only once
+    // they are in place. Best: writes placed in order (FI_ORDER_WAW) and completions that
+    // mean "placed" (FI_DELIVERY_COMPLETE): the batch goes out at once and only its last
+    // write asks for delivery completion. Then either of the two: without ordering, the last
+    // write (with the imm) is held back until the others have completed. Else neither.
+    int rc = -FI_ENODATA;
+    for (const auto& [order, op_flags] :
+         {std::pair<std::uint64_t, std::uint64_t>{FI_ORDER_WAW, FI_DELIVERY_COMPLETE},
+          {0, FI_DELIVERY_COMPLETE},
+          {FI_ORDER_WAW, 0},
+          {0, 0}}) {
+      hints->tx_attr->msg_order = order;
+      hints->tx_attr->op_flags = op_flags;
       rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, flags, hints, &info_);
-    }
-    if (rc == -FI_ENODATA) {
-      hints->tx_attr->op_flags = 0;
-      rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, flags, hints, &info_);
+      if (rc != -FI_ENODATA) break;
     }
     fi_freeinfo(hints);
     SPILLWAY_EXPECTS(rc == 0 && info_ != nullptr,
@@ -217,14 +221,15 @@ class FabricBackend final : public Backend {
     max_msg_ = std::max<std::size_t>(info_->ep_attr->max_msg_size, 4096);
     tx_size_ = std::max<std::size_t>(info_->tx_attr->size, 1);
     ordered_ = (info_->tx_attr->msg_order & FI_ORDER_WAW) != 0;
-    delivery_complete_ = !ordered_ && (info_->tx_attr->op_flags & FI_DELIVERY_COMPLETE) != 0;
+    delivery_complete_ = (info_->tx_attr->op_flags & FI_DELIVERY_COMPLETE) != 0;
     SPILLWAY_EXPECTS(info_->domain_attr->cq_data_size >= 4,
                      "libfabric: provider " + provider_ + " carries no 4-byte remote CQ data",
                      comm_error);
     SPILLWAY_LOG(debug, "libfabric: " + std::string(info_->fabric_attr->prov_name) + " tx queue " +
                             std::to_string(tx_size_) + ", largest message " +
                             std::to_string(max_msg_) +
-                            (ordered_ ? ", writes ordered" : delivery_complete_ ? ", delivery complete" : ", transmit complete") +
+                            (ordered_ ? ", writes ordered" : ", writes unordered") +
+                     (delivery_complete_ ? ", delivery complete" : ", transmit complete") +
                             (wait_fd_ >= 0 ? ", wait fd" : ", polled") + " (tx depth asked " +
                             std::to_string(options.tx_queue_depth) + ")");
   }
@@ -368,7 +373,10 @@ class FabricBackend final : public Backend {
       msg.rma_iov_count = 1;
       msg.context = &ctx->fi;
       std::uint64_t flags = FI_COMPLETION | (more ? FI_MORE : 0);
-      if (!op.is_read && delivery_complete_) flags |= FI_DELIVERY_COMPLETE;
+      // In order, the last write's delivery vouches for the batch; else each write's does.
+      if (!op.is_read && delivery_complete_ && (last_piece || !ordered_)) {
+        flags |= FI_DELIVERY_COMPLETE;
+      }
       if (last_piece && op.imm) {
         msg.data = *op.imm;
         flags |= FI_REMOTE_CQ_DATA;
