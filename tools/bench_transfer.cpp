@@ -47,7 +47,7 @@ struct Options {
   std::string provider{"tcp"};
   std::string address{"127.0.0.1"};
   std::vector<std::size_t> chunk_sizes{4096, 65536, 1 << 20};
-  std::size_t chunks{0};         // 0: batch_bytes / chunk
+  std::size_t chunks{0};  // 0: batch_bytes / chunk
   std::size_t batch_bytes{64 << 20};
   std::string layout{"random"};
   MemoryType src{MemoryType::HOST};
@@ -87,7 +87,8 @@ struct Options {
 MemoryType memory_flag(const std::string& v, const std::string& flag) {
   if (v == "host") return MemoryType::HOST;
   if (v == "pinned") return MemoryType::PINNED_HOST;
-  usage(flag + " takes host or pinned, got '" + v + "' (device memory needs an FI_HMEM "
+  usage(flag + " takes host or pinned, got '" + v +
+        "' (device memory needs an FI_HMEM "
         "provider or the cuda_ipc backend, neither of which this build has)");
 }
 
@@ -199,7 +200,8 @@ std::vector<Chunk> layout(const Options& o, std::size_t chunk) {
 std::uint64_t checksum(const std::uint8_t* base, const std::vector<Chunk>& chunks, bool dst) {
   XXH3_state_t* st = XXH3_createState();
   XXH3_64bits_reset(st);
-  for (const Chunk& c : chunks) XXH3_64bits_update(st, base + (dst ? c.dst_offset : c.src_offset), c.length);
+  for (const Chunk& c : chunks)
+    XXH3_64bits_update(st, base + (dst ? c.dst_offset : c.src_offset), c.length);
   const auto h = XXH3_64bits_digest(st);
   XXH3_freeState(st);
   return h;
@@ -290,8 +292,9 @@ std::vector<std::uint8_t> message(std::uint8_t kind, std::uint64_t a = 0) {
   return m;
 }
 std::uint64_t word(const std::vector<std::uint8_t>& m) {
-  SPILLWAY_EXPECTS(m.size() == 9, "bench: a control message of " + std::to_string(m.size()) +
-                                      " bytes", corrupt_data_error);
+  SPILLWAY_EXPECTS(m.size() == 9,
+                   "bench: a control message of " + std::to_string(m.size()) + " bytes",
+                   corrupt_data_error);
   std::uint64_t v = 0;
   std::memcpy(&v, m.data() + 1, 8);
   return v;
@@ -364,8 +367,9 @@ double timed_write(TransferEngine& engine, const Region& src, const RemoteRegion
   const Ticket t = engine.write(src, dst, chunks, imm, Deadline::in(120s));
   const Status s = t.wait();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  SPILLWAY_EXPECTS(s == Status::ok, std::string("bench: a write ended ") + to_string(s) + ": " +
-                                        t.message(), comm_error);
+  SPILLWAY_EXPECTS(s == Status::ok,
+                   std::string("bench: a write ended ") + to_string(s) + ": " + t.message(),
+                   comm_error);
   return secs;
 }
 
@@ -379,11 +383,12 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
   }
   const Region src = engine.register_memory(mem.ptr, bytes, o.src);
   const auto name = [](MemoryType t) { return t == MemoryType::PINNED_HOST ? "pinned" : "host"; };
-  std::printf("spillway-bench-transfer: %s, %s -> %s, %s layout, %d runs (median [min, max]), "
-              "ceiling: one contiguous write of the same bytes, peer: a write per chunk, each "
-              "waited (%zu chunks a run)\n",
-              engine.backend_name().c_str(), name(o.src), name(o.dst), o.layout.c_str(), o.runs,
-              o.peer_chunks);
+  std::printf(
+      "spillway-bench-transfer: %s, %s -> %s, %s layout, %d runs (median [min, max]), "
+      "ceiling: one contiguous write of the same bytes, peer: a write per chunk, each "
+      "waited (%zu chunks a run)\n",
+      engine.backend_name().c_str(), name(o.src), name(o.dst), o.layout.c_str(), o.runs,
+      o.peer_chunks);
   std::printf("%-8s %7s %9s %-20s %7s %11s %8s %9s %7s %9s %8s %s\n", "chunk", "chunks", "batch",
               "GB/s", "Gbit/s", "contig GB/s", "of contig", "Mchunk/s", "EAGAIN", "peer GB/s",
               "x peer", "verify");
@@ -433,8 +438,8 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
     std::snprintf(spread, sizeof(spread), "%.3f [%.3f, %.3f]", b.median, b.min, b.max);
     std::printf("%-8s %7zu %9s %-20s %7.2f %11.3f %8.3f %9.3f %7llu %9.4f %8.1f %s\n",
                 format_bytes(static_cast<double>(chunk)).c_str(), chunks.size(),
-                format_bytes(static_cast<double>(total)).c_str(), spread, b.median * 8,
-                c.median, b.median / c.median, b.median * 1e9 / static_cast<double>(chunk) / 1e6,
+                format_bytes(static_cast<double>(total)).c_str(), spread, b.median * 8, c.median,
+                b.median / c.median, b.median * 1e9 / static_cast<double>(chunk) / 1e6,
                 static_cast<unsigned long long>(eagain), p.median, b.median / p.median,
                 verdict.c_str());
     std::fflush(stdout);
@@ -474,8 +479,8 @@ int main_(int argc, char** argv) {
     }
   } remove_dir{own_dir};
   if (meeting.launch) {
-    if (meeting.launch->nranks != 2) usage("spillway-run with 2 ranks, not " +
-                                           std::to_string(meeting.launch->nranks));
+    if (meeting.launch->nranks != 2)
+      usage("spillway-run with 2 ranks, not " + std::to_string(meeting.launch->nranks));
     target = meeting.launch->rank == 1;
   } else if (!o.rendezvous.empty()) {
     meeting.dir = o.rendezvous;

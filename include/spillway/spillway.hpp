@@ -65,3 +65,7 @@
 #include <spillway/table/packed_data.hpp>
 #include <spillway/table/partition.hpp>
 #include <spillway/table/table.hpp>
+#include <spillway/transfer/engine.hpp>
+#include <spillway/transfer/region.hpp>
+#include <spillway/transfer/ticket.hpp>
+#include <spillway/transfer/types.hpp>

@@ -75,8 +75,8 @@ class FabricBackend final : public Backend {
     if (options.tx_queue_depth > 0) hints->tx_attr->size = options.tx_queue_depth;
     hints->fabric_attr->prov_name = strdup(options.provider.c_str());
     // tcp and verbs bind to the engine's address; shm and efa pick their own.
-    const bool by_address = options.provider == "tcp" || options.provider == "verbs" ||
-                            options.provider == "sockets";
+    const bool by_address =
+        options.provider == "tcp" || options.provider == "verbs" || options.provider == "sockets";
     const char* node = by_address ? options.address.c_str() : nullptr;
     const std::uint64_t flags = by_address ? FI_SOURCE : 0;
     // The imm must not arrive before the batch's bytes, and a ticket should end only once
@@ -229,7 +229,7 @@ class FabricBackend final : public Backend {
                             std::to_string(tx_size_) + ", largest message " +
                             std::to_string(max_msg_) +
                             (ordered_ ? ", writes ordered" : ", writes unordered") +
-                     (delivery_complete_ ? ", delivery complete" : ", transmit complete") +
+                            (delivery_complete_ ? ", delivery complete" : ", transmit complete") +
                             (wait_fd_ >= 0 ? ", wait fd" : ", polled") + " (tx depth asked " +
                             std::to_string(options.tx_queue_depth) + ")");
   }

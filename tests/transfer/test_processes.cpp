@@ -1,7 +1,7 @@
-// The transfer engine between processes over libfabric (tcp and shm): a peer killed in the
-// middle of a batch, and a peer that stops answering (SIGSTOP), end every ticket to it as
-// peer_gone within the peer timeout, while transfers to another process carry on. Neither
-// provider reports a dead peer itself; the engine's control channel does.
+// The transfer engine between processes over libfabric tcp: a peer killed in the middle of a
+// batch, and a peer that stops answering (SIGSTOP), end every ticket to it as peer_gone within
+// the peer timeout, while transfers to another process carry on. tcp never reports a dead
+// peer itself; the engine's control channel does.
 
 #include <spillway/core/error.hpp>
 #include <spillway/transfer/engine.hpp>
@@ -131,23 +131,13 @@ TEST_P(ProcessTest, APeerKilledMidBatchEndsAsPeerGoneAndTheOtherPeerCarriesOn) {
   std::this_thread::sleep_for(5ms);
   const auto killed_at = std::chrono::steady_clock::now();
   dying.kill_now();
-  // Meanwhile a batch to the other process, read back to check it. libfabric 1.17's shm
-  // stalls its whole endpoint once a peer dies with writes outstanding (they never complete
-  // and fi_av_remove faults), so there the batch only has to end by its deadline, not hang.
-  const bool others_carry_on = GetParam() != "shm";
-  const Status other =
-      engine.write(rs, living.region, chunks, 2u, Deadline::in(others_carry_on ? 30s : 3s))
-          .wait();
-  if (others_carry_on) {
-    ASSERT_EQ(other, Status::ok);
-    std::vector<std::uint8_t> back(kRegion, 0);
-    const Region rb = engine.register_memory(back.data(), back.size(), MemoryType::HOST);
-    ASSERT_EQ(engine.read(living.region, rb, chunks, Deadline::in(30s)).wait(), Status::ok);
-    for (const Chunk& c : chunks) {
-      ASSERT_EQ(0, std::memcmp(back.data() + c.dst_offset, src.data() + c.src_offset, c.length));
-    }
-  } else {
-    EXPECT_TRUE(other == Status::ok || other == Status::timed_out) << to_string(other);
+  // Meanwhile a batch to the other process, read back to check it.
+  ASSERT_EQ(engine.write(rs, living.region, chunks, 2u, Deadline::in(30s)).wait(), Status::ok);
+  std::vector<std::uint8_t> back(kRegion, 0);
+  const Region rb = engine.register_memory(back.data(), back.size(), MemoryType::HOST);
+  ASSERT_EQ(engine.read(living.region, rb, chunks, Deadline::in(30s)).wait(), Status::ok);
+  for (const Chunk& c : chunks) {
+    ASSERT_EQ(0, std::memcmp(back.data() + c.dst_offset, src.data() + c.src_offset, c.length));
   }
   int gone = 0;
   for (auto& t : tickets) {
@@ -184,10 +174,15 @@ TEST_P(ProcessTest, APeerThatStopsAnsweringIsGoneAfterThePeerTimeout) {
   EXPECT_NE(t.message().find("sent nothing for"), std::string::npos) << t.message();
   EXPECT_GE(after, kPeerTimeout - 100ms);
   EXPECT_LT(after, kPeerTimeout + 3s);
-  target.reap();
+  target.reap();  // before the engine ends
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, ProcessTest, ::testing::Values("tcp", "shm"));
+// Not shm: libfabric 1.17's shm keeps spin locks in memory it shares with its peers, and a
+// peer stopped or killed while holding one leaves fi_cq_read spinning for ever in every other
+// process (seen here: the SIGSTOP test hung in the worker's progress one run in three). No
+// liveness check outside the provider can end that; the README says shm is not for peers
+// that may die.
+INSTANTIATE_TEST_SUITE_P(Providers, ProcessTest, ::testing::Values("tcp"));
 
 }  // namespace
 }  // namespace spillway::transfer
