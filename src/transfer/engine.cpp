@@ -76,14 +76,19 @@ TransferEngine::Impl::~Impl() {
   stopping = true;
   wake();
   worker.join();
-  std::lock_guard lock(mutex);
-  for (auto& op : ops) op->ticket->finish(Status::error, "the transfer engine was destroyed");
-  for (auto& [imm, list] : expecting) {
-    for (auto& e : list) e.ticket->finish(Status::error, "the transfer engine was destroyed");
+  {
+    std::lock_guard lock(mutex);
+    for (auto& op : ops) op->ticket->finish(Status::error, "the transfer engine was destroyed");
+    for (auto& [imm, list] : expecting) {
+      for (auto& e : list) e.ticket->finish(Status::error, "the transfer engine was destroyed");
+    }
+    peers.clear();  // closes the control connections
+    pending.clear();
+    for (auto& [id, record] : regions) backend->deregister_region(record);
   }
-  peers.clear();
-  pending.clear();
-  for (auto& [id, record] : regions) backend->deregister_region(record);
+  // Before any other member goes: a loopback peer may deliver an imm until the backend has
+  // left the process's registry.
+  backend.reset();
   ::close(listen_fd);
   ::close(wake_fd);
 }

@@ -83,7 +83,8 @@ class TransferEngine {
   void remove_peer(PeerId peer);
   /// The live peers.
   [[nodiscard]] std::vector<PeerId> peers() const;
-  /// Called on the worker thread with a peer that died, stopped answering or was removed.
+  /// Called with a peer that died or stopped answering (on the worker thread) or was removed
+  /// (on the thread that called remove_peer).
   void on_peer_failure(std::function<void(PeerId, const std::string& why)> callback);
 
   /// @throws spillway::logic_error for a null pointer, zero bytes, or memory that overlaps a
