@@ -154,8 +154,19 @@ std::shared_ptr<Peer> TransferEngine::Impl::peer_of_engine(const detail::EngineI
   return nullptr;
 }
 
-Ticket TransferEngine::Impl::submit(std::shared_ptr<Op> op) {
+Ticket TransferEngine::Impl::submit(std::shared_ptr<Op> op, const RemoteRegion& remote,
+                                    std::span<const Chunk> chunks) {
   Ticket ticket(op->ticket);
+  std::string why;
+  const auto peer = peer_of_engine(remote.engine, why);
+  if (!peer) {
+    op->ticket->finish(Status::peer_gone, why);
+    return ticket;
+  }
+  op->peer = peer->id;
+  op->backend_peer = peer->backend_peer;
+  op->remote = remote;
+  op->chunks.assign(chunks.begin(), chunks.end());
   ops.push_back(op);
   submitted.push_back(std::move(op));
   wake();
@@ -336,22 +347,12 @@ Ticket TransferEngine::write(const Region& src, const RemoteRegion& dst,
                              Deadline deadline) {
   auto op = std::make_shared<Op>();
   op->ticket = std::make_shared<detail::TicketState>();
+  op->imm = imm;
+  op->deadline = deadline;
   std::lock_guard lock(impl_->mutex);
   op->local = impl_->record_of(src, "source");
   check_chunks(chunks, src.bytes, dst.length, "source", "destination");
-  std::string why;
-  const auto peer = impl_->peer_of_engine(dst.engine, why);
-  if (!peer) {
-    op->ticket->finish(Status::peer_gone, why);
-    return Ticket(op->ticket);
-  }
-  op->peer = peer->id;
-  op->backend_peer = peer->backend_peer;
-  op->remote = dst;
-  op->chunks.assign(chunks.begin(), chunks.end());
-  op->imm = imm;
-  op->deadline = deadline;
-  return impl_->submit(std::move(op));
+  return impl_->submit(std::move(op), dst, chunks);
 }
 
 Ticket TransferEngine::read(const RemoteRegion& src, const Region& dst,
@@ -359,21 +360,11 @@ Ticket TransferEngine::read(const RemoteRegion& src, const Region& dst,
   auto op = std::make_shared<Op>();
   op->ticket = std::make_shared<detail::TicketState>();
   op->is_read = true;
+  op->deadline = deadline;
   std::lock_guard lock(impl_->mutex);
   op->local = impl_->record_of(dst, "destination");
   check_chunks(chunks, src.length, dst.bytes, "remote source", "destination");
-  std::string why;
-  const auto peer = impl_->peer_of_engine(src.engine, why);
-  if (!peer) {
-    op->ticket->finish(Status::peer_gone, why);
-    return Ticket(op->ticket);
-  }
-  op->peer = peer->id;
-  op->backend_peer = peer->backend_peer;
-  op->remote = src;
-  op->chunks.assign(chunks.begin(), chunks.end());
-  op->deadline = deadline;
-  return impl_->submit(std::move(op));
+  return impl_->submit(std::move(op), src, chunks);
 }
 
 Ticket TransferEngine::expect_imm(std::uint32_t imm, std::uint32_t count, Deadline deadline) {

@@ -66,7 +66,10 @@ struct TransferEngine::Impl final : detail::BackendHost {
   std::shared_ptr<detail::Peer> peer_of(PeerId peer, const char* what);
   /// The peer owning `engine`'s regions; nullptr (and `why`) when it is gone.
   std::shared_ptr<detail::Peer> peer_of_engine(const detail::EngineId& engine, std::string& why);
-  Ticket submit(std::shared_ptr<detail::Op> op);
+  /// Queues `op` for the worker, addressed to the owner of `remote`; a ticket already ended
+  /// as peer_gone when that engine is no longer a peer.
+  Ticket submit(std::shared_ptr<detail::Op> op, const RemoteRegion& remote,
+                std::span<const Chunk> chunks);
 
   /// A peer for `metadata` reached over `connection`: the known one, or a new one.
   PeerId attach(const detail::EngineMetadata& metadata,
