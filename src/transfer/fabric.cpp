@@ -21,8 +21,11 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include <unistd.h>
+
 #include <cstring>
 #include <deque>
+#include <random>
 #include <unordered_map>
 
 namespace spillway::transfer::detail {
@@ -77,6 +80,18 @@ class FabricBackend final : public Backend {
     // tcp and verbs bind to the engine's address; shm and efa pick their own.
     const bool by_address =
         options.provider == "tcp" || options.provider == "verbs" || options.provider == "sockets";
+    // shm names its region "<pid>:<domain>:<endpoint>" unless told otherwise, and a process
+    // killed with one open leaves it in /dev/shm: a later process with the same pid then
+    // fails fi_enable with EBUSY (seen here). A random name of its own avoids that.
+    std::random_device rd;
+    const std::string shm_name = "spillway-" + std::to_string(::getpid()) + "-" +
+                                 std::to_string((std::uint64_t{rd()} << 32) | rd());
+    const bool shm = options.provider == "shm";
+    if (shm) {
+      hints->addr_format = FI_ADDR_STR;
+      hints->src_addr = strdup(shm_name.c_str());
+      hints->src_addrlen = shm_name.size() + 1;
+    }
     const char* node = by_address ? options.address.c_str() : nullptr;
     const std::uint64_t flags = by_address ? FI_SOURCE : 0;
     // The imm must not arrive before the batch's bytes, and a ticket should end only once
