@@ -127,7 +127,7 @@ TEST_P(ProcessTest, APeerKilledMidBatchEndsAsPeerGoneAndTheOtherPeerCarriesOn) {
 
   const auto chunks = spread(2048);  // 8 MiB a batch
   std::vector<Ticket> tickets;
-  for (int i = 0; i < 16; ++i) tickets.push_back(engine.write(rs, dying.region, chunks, 1u));
+  for (int i = 0; i < 64; ++i) tickets.push_back(engine.write(rs, dying.region, chunks, 1u));
   std::this_thread::sleep_for(5ms);
   const auto killed_at = std::chrono::steady_clock::now();
   dying.kill_now();
