@@ -22,6 +22,7 @@
 #include <rdma/fi_rma.h>
 
 #include <unistd.h>
+#include <cerrno>
 
 #include <cstring>
 #include <deque>
@@ -60,7 +61,18 @@ struct Context {
 bool connection_error(int err) {
   return err == FI_ECONNREFUSED || err == FI_ECONNRESET || err == FI_ECONNABORTED ||
          err == FI_EHOSTUNREACH || err == FI_ENOTCONN || err == FI_EADDRNOTAVAIL ||
-         err == FI_ETIMEDOUT || err == FI_EIO;
+         err == FI_ETIMEDOUT || err == FI_EIO || err == EPIPE;
+}
+
+/// Whether a failed completion says the peer can no longer be reached. The tcp provider
+/// ends the ops of a connection it lost as FI_ECANCELED, with the socket's errno as the
+/// provider's errno (ENOTCONN, ECONNRESET, EPIPE); the engine never cancels an op itself.
+bool peer_unreachable(const fi_cq_err_entry& err) {
+  if (connection_error(err.err)) return true;
+  if (err.err != FI_ECANCELED) return false;
+  const int e = err.prov_errno < 0 ? -err.prov_errno : err.prov_errno;
+  return e == ENOTCONN || e == ECONNRESET || e == EPIPE || e == ECONNABORTED || e == ECONNREFUSED ||
+         e == EHOSTUNREACH || e == ETIMEDOUT;
 }
 
 class FabricBackend final : public Backend {
@@ -324,7 +336,7 @@ class FabricBackend final : public Backend {
     const char* text = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
     const std::string why = std::string("libfabric: a ") + (op.is_read ? "read" : "write") +
                             " failed: " + fi_strerror(err.err) + " (" + (text ? text : "") + ")";
-    op.ticket->finish(connection_error(err.err) ? Status::peer_gone : Status::error, why);
+    op.ticket->finish(peer_unreachable(err) ? Status::peer_gone : Status::error, why);
     release(c);
   }
 
@@ -404,9 +416,10 @@ class FabricBackend final : public Backend {
       }
       if (rc != 0) {
         release(ctx);
-        op.ticket->finish(Status::error, std::string("libfabric: ") +
-                                             (op.is_read ? "fi_readmsg" : "fi_writemsg") +
-                                             " failed: " + fi_strerror(static_cast<int>(-rc)));
+        op.ticket->finish(
+            connection_error(static_cast<int>(-rc)) ? Status::peer_gone : Status::error,
+            std::string("libfabric: ") + (op.is_read ? "fi_readmsg" : "fi_writemsg") +
+                " failed: " + fi_strerror(static_cast<int>(-rc)));
         return posted;
       }
       ++op.inflight;
