@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ libgtest-dev libbenchmark-dev libxxhash-dev clang-format python3
-  clang libclang-rt-14-dev libopenmpi-dev openmpi-bin libfabric-dev pkg-config iproute2)
+  clang libclang-rt-14-dev libopenmpi-dev openmpi-bin libfabric-dev pkg-config iproute2 ccache)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

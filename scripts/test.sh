@@ -9,6 +9,13 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 
 jobs=$(nproc)
+# Every compile goes through ccache (CMake reads these variables from the environment), so a
+# second run in another clone reuses the first one's objects: paths are taken relative to the
+# checkout and the build folder is not hashed.
+if command -v ccache >/dev/null 2>&1; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CMAKE_CUDA_COMPILER_LAUNCHER=ccache CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+fi
 step() { printf '\n=== %s ===\n' "$*"; }
 
 step "format (clang-format)"
