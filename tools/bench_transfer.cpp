@@ -2,8 +2,9 @@
 // between two processes (or two engines of one process for --backend loopback), after
 // Perplexity's RDMA article and fabric-lib's fabric-debug. Per chunk size it prints the
 // batch's rate, the rate of one contiguous write of the same bytes over the same path in the
-// same run (the ceiling), and the rate of a write per chunk, each waited (the chunk-by-chunk
-// peer); with --verify, a checksum of every chunk as the target holds it.
+// same run (the ceiling), and the rate of the chunk-by-chunk peer: a write per chunk, each
+// waited, for libfabric; a cudaMemcpyAsync per chunk for cuda_ipc. With --verify, a checksum
+// of every chunk as the target holds it.
 //
 // The processes meet through spillway-run's bootstrap (rank 0 writes, rank 1 is written
 // into), through a rendezvous directory (--rendezvous DIR --role initiator|target, one
@@ -58,13 +59,16 @@ struct Options {
   std::size_t peer_chunks{4096};  // the chunk-by-chunk peer's chunks per run
   std::string rendezvous;
   std::string role;  // "", "initiator", "target"
+  std::string ipc_copy{"auto"};
 };
 
 [[noreturn]] void usage(const std::string& error) {
   cli::print_usage(
       "spillway-bench-transfer", error,
       "usage: spillway-bench-transfer [options]\n"
-      "  --backend B        libfabric (default) or loopback (two engines of this process)\n"
+      "  --backend B        libfabric (default), cuda_ipc (processes of one node, GPU memory)\n"
+      "                     or loopback (two engines of this process)\n"
+      "  --ipc-copy M       cuda_ipc's copies: auto (default), kernel, batch or per_chunk\n"
       "  --provider P       libfabric provider: tcp (default), shm, verbs, efa, sockets\n"
       "  --address IP       the address to bind (default 127.0.0.1; the target's own in a\n"
       "                     rendezvous across hosts or network namespaces)\n"
@@ -73,7 +77,7 @@ struct Options {
       "  --bytes SIZE       bytes a batch when --chunks is not given (default 64MiB)\n"
       "  --layout L         random (default) or strided: where the chunks sit in regions of\n"
       "                     twice the batch's bytes\n"
-      "  --src M, --dst M   host (default) or pinned\n"
+      "  --src M, --dst M   host (default), pinned or device (device: cuda_ipc only)\n"
       "  -r N               timed runs (default 5)\n"
       "  -w N               warm-up runs (default 1)\n"
       "  --verify           check every chunk's bytes on the target after the runs\n"
@@ -87,9 +91,8 @@ struct Options {
 MemoryType memory_flag(const std::string& v, const std::string& flag) {
   if (v == "host") return MemoryType::HOST;
   if (v == "pinned") return MemoryType::PINNED_HOST;
-  usage(flag + " takes host or pinned, got '" + v +
-        "' (device memory needs an FI_HMEM "
-        "provider or the cuda_ipc backend, neither of which this build has)");
+  if (v == "device") return MemoryType::DEVICE;
+  usage(flag + " takes host, pinned or device, got '" + v + "'");
 }
 
 Options parse(int argc, char** argv) {
@@ -103,8 +106,14 @@ Options parse(int argc, char** argv) {
       usage("");
     } else if (a == "--backend") {
       o.backend = cli::value(argc, argv, i, usage);
-      if (o.backend != "libfabric" && o.backend != "loopback") {
-        usage("--backend takes libfabric or loopback, got '" + o.backend + "'");
+      if (o.backend != "libfabric" && o.backend != "loopback" && o.backend != "cuda_ipc") {
+        usage("--backend takes libfabric, cuda_ipc or loopback, got '" + o.backend + "'");
+      }
+    } else if (a == "--ipc-copy") {
+      o.ipc_copy = cli::value(argc, argv, i, usage);
+      if (o.ipc_copy != "auto" && o.ipc_copy != "kernel" && o.ipc_copy != "batch" &&
+          o.ipc_copy != "per_chunk") {
+        usage("--ipc-copy takes auto, kernel, batch or per_chunk, got '" + o.ipc_copy + "'");
       }
     } else if (a == "--provider") {
       o.provider = cli::value(argc, argv, i, usage);
@@ -162,6 +171,13 @@ Options parse(int argc, char** argv) {
     }
   }
   if (!o.role.empty() && o.rendezvous.empty()) usage("--role needs --rendezvous");
+  const bool device = o.src == MemoryType::DEVICE || o.dst == MemoryType::DEVICE;
+  if (device && o.backend != "cuda_ipc") {
+    usage("--src/--dst device needs --backend cuda_ipc (Debian's libfabric has no FI_HMEM)");
+  }
+  if (o.backend == "cuda_ipc" && !device) {
+    usage("--backend cuda_ipc moves GPU memory: give --src or --dst device");
+  }
   if (o.backend == "loopback" && !o.rendezvous.empty()) {
     usage("--backend loopback runs in one process: no --rendezvous");
   }
@@ -207,16 +223,40 @@ std::uint64_t checksum(const std::uint8_t* base, const std::vector<Chunk>& chunk
   return h;
 }
 
-/// Host or pinned memory of `bytes`, freed with the object.
+/// Host, pinned or device memory of `bytes`, freed with the object. `host` is where the
+/// program reads and writes it: the memory itself, or for device memory a copy that
+/// `upload` and `download` move.
 struct Memory {
   std::uint8_t* ptr{nullptr};
+  std::size_t bytes;
   MemoryType type;
-  Memory(std::size_t bytes, MemoryType t) : type{t} {
-    ptr = t == MemoryType::PINNED_HOST ? static_cast<std::uint8_t*>(cuda::malloc_pinned(bytes))
-                                       : new std::uint8_t[bytes];
+  std::vector<std::uint8_t> staging;
+  std::uint8_t* host{nullptr};
+  Memory(std::size_t n, MemoryType t) : bytes{n}, type{t} {
+    if (t == MemoryType::DEVICE) {
+      ptr = static_cast<std::uint8_t*>(cuda::malloc_device(n));
+      staging.resize(n);
+      host = staging.data();
+    } else {
+      ptr = t == MemoryType::PINNED_HOST ? static_cast<std::uint8_t*>(cuda::malloc_pinned(n))
+                                         : new std::uint8_t[n];
+      host = ptr;
+    }
+  }
+  void copy(void* dst, const void* src) const {
+    cuda::memcpy_async(dst, src, bytes, Stream{});
+    Stream{}.synchronize();
+  }
+  void upload() const {
+    if (type == MemoryType::DEVICE) copy(ptr, host);
+  }
+  void download() const {
+    if (type == MemoryType::DEVICE) copy(host, ptr);
   }
   ~Memory() {
-    if (type == MemoryType::PINNED_HOST) {
+    if (type == MemoryType::DEVICE) {
+      cuda::free_device(ptr);
+    } else if (type == MemoryType::PINNED_HOST) {
       cuda::free_pinned(ptr);
     } else {
       delete[] ptr;
@@ -226,11 +266,16 @@ struct Memory {
   Memory& operator=(const Memory&) = delete;
 };
 
+int device_of(MemoryType t) {
+  return t == MemoryType::DEVICE ? 0 : -1;
+}
+
 EngineOptions engine_options(const Options& o) {
   EngineOptions e;
   e.backend = o.backend;
   e.provider = o.provider;
   e.address = o.address;
+  e.ipc_copy = o.ipc_copy;
   return e;
 }
 
@@ -306,8 +351,9 @@ int run_target(const Options& o, TransferEngine& engine, const Meeting* meeting,
                std::atomic<bool>* ready = nullptr, RemoteRegion* out_region = nullptr) {
   const std::size_t bytes = region_bytes(o);
   Memory mem(bytes, o.dst);
-  std::memset(mem.ptr, 0, bytes);
-  const Region region = engine.register_memory(mem.ptr, bytes, o.dst);
+  std::memset(mem.host, 0, bytes);
+  mem.upload();
+  const Region region = engine.register_memory(mem.ptr, bytes, o.dst, device_of(o.dst));
   const RemoteRegion remote = engine.export_region(region, 0, bytes);
   if (meeting != nullptr) {
     meeting->publish("transfer-target-meta", engine.metadata());
@@ -316,12 +362,13 @@ int run_target(const Options& o, TransferEngine& engine, const Meeting* meeting,
     *out_region = remote;
     *ready = true;
   }
-  std::atomic<bool> peer_failed{false};
-  engine.on_peer_failure([&](PeerId, const std::string&) { peer_failed = true; });
+  // The callback outlives this function (the engine keeps it): it holds its flag.
+  auto peer_failed = std::make_shared<std::atomic<bool>>(false);
+  engine.on_peer_failure([peer_failed](PeerId, const std::string&) { *peer_failed = true; });
   for (;;) {
     auto m = engine.recv_control(1000ms);
     if (!m) {
-      if (peer_failed) {
+      if (*peer_failed) {
         std::cerr << "spillway-bench-transfer (target): the initiator is gone\n";
         return 1;
       }
@@ -331,7 +378,8 @@ int run_target(const Options& o, TransferEngine& engine, const Meeting* meeting,
     if (kind == kQuit) break;
     std::uint64_t answer = 0;
     if (kind == kVerify) {
-      answer = checksum(mem.ptr, layout(o, word(m->second)), true);
+      mem.download();
+      answer = checksum(mem.host, layout(o, word(m->second)), true);
     } else if (kind == kImms) {  // wait for the count the initiator sent, then add any extra
       const std::uint64_t w = word(m->second);
       const auto imm = static_cast<std::uint32_t>(w >> 32);
@@ -373,22 +421,43 @@ double timed_write(TransferEngine& engine, const Region& src, const RemoteRegion
   return secs;
 }
 
-int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const RemoteRegion& dst) {
+/// The chunk-by-chunk peer: for cuda_ipc an engine of its own that copies a batch with a
+/// cudaMemcpyAsync per chunk; else the same engine, a write per chunk, each waited.
+struct PeerPath {
+  std::unique_ptr<TransferEngine> engine;
+  Region src;
+  const char* what{"a write per chunk, each waited"};
+};
+
+int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const RemoteRegion& dst,
+                  const std::vector<std::uint8_t>& target_meta) {
   const std::size_t bytes = region_bytes(o);
   Memory mem(bytes, o.src);
   std::mt19937_64 rng(42);
   for (std::size_t i = 0; i + 8 <= bytes; i += 8) {
     const std::uint64_t v = rng();
-    std::memcpy(mem.ptr + i, &v, 8);
+    std::memcpy(mem.host + i, &v, 8);
   }
-  const Region src = engine.register_memory(mem.ptr, bytes, o.src);
-  const auto name = [](MemoryType t) { return t == MemoryType::PINNED_HOST ? "pinned" : "host"; };
+  mem.upload();
+  const Region src = engine.register_memory(mem.ptr, bytes, o.src, device_of(o.src));
+  PeerPath by_chunk;
+  if (o.backend == "cuda_ipc") {
+    EngineOptions e = engine_options(o);
+    e.ipc_copy = "per_chunk";
+    by_chunk.engine = std::make_unique<TransferEngine>(e);
+    by_chunk.engine->add_peer(target_meta);
+    by_chunk.src = by_chunk.engine->register_memory(mem.ptr, bytes, o.src, device_of(o.src));
+    by_chunk.what = "a cudaMemcpyAsync per chunk";
+  }
+  const auto name = [](MemoryType t) {
+    return t == MemoryType::PINNED_HOST ? "pinned" : t == MemoryType::DEVICE ? "device" : "host";
+  };
   std::printf(
-      "spillway-bench-transfer: %s, %s -> %s, %s layout, %d runs (median [min, max]), "
-      "ceiling: one contiguous write of the same bytes, peer: a write per chunk, each "
-      "waited (%zu chunks a run)\n",
-      engine.backend_name().c_str(), name(o.src), name(o.dst), o.layout.c_str(), o.runs,
-      o.peer_chunks);
+      "spillway-bench-transfer: %s%s, %s -> %s, %s layout, %d runs (median [min, max]), "
+      "ceiling: one contiguous write of the same bytes, peer: %s (%zu chunks a run)\n",
+      engine.backend_name().c_str(),
+      o.backend == "cuda_ipc" ? (" (" + o.ipc_copy + " copies)").c_str() : "", name(o.src),
+      name(o.dst), o.layout.c_str(), o.runs, by_chunk.what, o.peer_chunks);
   std::printf("%-8s %7s %9s %-20s %7s %11s %8s %9s %7s %9s %8s %s\n", "chunk", "chunks", "batch",
               "GB/s", "Gbit/s", "contig GB/s", "of contig", "Mchunk/s", "EAGAIN", "peer GB/s",
               "x peer", "verify");
@@ -407,11 +476,17 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
     for (int r = 0; r < o.warmups + o.runs; ++r) {
       const double b = timed_write(engine, src, dst, chunks, imm);
       const double c = timed_write(engine, src, dst, contiguous, std::nullopt);
-      const auto t0 = std::chrono::steady_clock::now();
-      for (std::size_t i = 0; i < peer_n; ++i) {
-        timed_write(engine, src, dst, std::span(chunks).subspan(i, 1), std::nullopt);
+      double p = 0;
+      if (by_chunk.engine) {
+        p = timed_write(*by_chunk.engine, by_chunk.src, dst, std::span(chunks).first(peer_n),
+                        std::nullopt);
+      } else {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < peer_n; ++i) {
+          timed_write(engine, src, dst, std::span(chunks).subspan(i, 1), std::nullopt);
+        }
+        p = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
-      const double p = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (r < o.warmups) continue;
       batched.push_back(static_cast<double>(total) / b / 1e9);
       contig.push_back(static_cast<double>(total) / c / 1e9);
@@ -427,7 +502,7 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
       verdict = "IMM COUNT " + std::to_string(imms) + " != " + std::to_string(batches);
       ++failures;
     } else if (o.verify) {
-      const bool same = ask(engine, peer, kVerify, chunk) == checksum(mem.ptr, chunks, false);
+      const bool same = ask(engine, peer, kVerify, chunk) == checksum(mem.host, chunks, false);
       verdict = same ? "ok" : "MISMATCH";
       failures += same ? 0 : 1;
     }
@@ -446,13 +521,14 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
   }
   engine.send_control(peer, message(kQuit));
   engine.deregister_memory(src);
+  if (by_chunk.engine) by_chunk.engine->deregister_memory(by_chunk.src);
   return failures == 0 ? 0 : 1;
 }
 
 int main_(int argc, char** argv) {
   Options o = parse(argc, argv);
-  if (o.src == MemoryType::PINNED_HOST || o.dst == MemoryType::PINNED_HOST) {
-    if (!cuda::is_available()) usage("--src/--dst pinned needs a GPU (cudaHostAlloc)");
+  if (o.src != MemoryType::HOST || o.dst != MemoryType::HOST) {
+    if (!cuda::is_available()) usage("--src/--dst pinned or device needs a GPU");
   }
   if (o.backend == "loopback") {  // two engines of this process
     TransferEngine target(engine_options(o));
@@ -463,7 +539,7 @@ int main_(int argc, char** argv) {
     std::thread t([&] { target_rc = run_target(o, target, nullptr, &ready, &region); });
     while (!ready) std::this_thread::sleep_for(1ms);
     const PeerId peer = initiator.add_peer(target.metadata());
-    const int rc = run_initiator(o, initiator, peer, region);
+    const int rc = run_initiator(o, initiator, peer, region, target.metadata());
     t.join();
     return rc | target_rc;
   }
@@ -508,7 +584,7 @@ int main_(int argc, char** argv) {
     const auto meta = meeting.lookup("transfer-target-meta", 1);
     const auto region = RemoteRegion::from_bytes(meeting.lookup("transfer-target-region", 1));
     const PeerId peer = engine.add_peer(meta);
-    rc = run_initiator(o, engine, peer, region);
+    rc = run_initiator(o, engine, peer, region, meta);
   }
   if (meeting.child > 0) {
     int status = 0;

@@ -4,6 +4,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "core/detail/cuda_try.hpp"
@@ -177,6 +178,38 @@ void ipc_close(void* ptr) noexcept {
   (void)cudaIpcCloseMemHandle(ptr);
 }
 
+Allocation allocation_of(const void* ptr) {
+  // The driver's cuMemGetAddressRange, reached through the runtime (no libcuda link).
+  using Fn = CUresult (*)(CUdeviceptr*, std::size_t*, CUdeviceptr);
+  static const Fn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    SPILLWAY_CUDA_TRY(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000,
+                                                       cudaEnableDefault, &found));
+    SPILLWAY_EXPECTS(found == cudaDriverEntryPointSuccess && f != nullptr,
+                     "cuMemGetAddressRange: the driver has none", cuda_error);
+    return reinterpret_cast<Fn>(f);
+  }();
+  CUdeviceptr base = 0;
+  std::size_t bytes = 0;
+  const CUresult rc = fn(&base, &bytes, reinterpret_cast<CUdeviceptr>(ptr));
+  SPILLWAY_EXPECTS(
+      rc == CUDA_SUCCESS,
+      "cuMemGetAddressRange: " + std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) +
+          " is not in a device allocation (error " + std::to_string(rc) + ")",
+      cuda_error);
+  return {reinterpret_cast<void*>(base), bytes};
+}
+
+void* host_device_pointer(void* ptr) noexcept {
+  void* p = nullptr;
+  if (cudaHostGetDevicePointer(&p, ptr, 0) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+
 void* malloc_async(std::size_t bytes, Stream stream) {
   void* p = nullptr;
   SPILLWAY_CUDA_TRY(cudaMallocAsync(&p, bytes, s(stream)));
@@ -310,6 +343,25 @@ void host_unregister(void* ptr) noexcept {
 
 void memcpy_async(void* dst, const void* src, std::size_t bytes, Stream stream) {
   SPILLWAY_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s(stream)));
+}
+
+void memcpy_batch_async(void* const* dsts, const void* const* srcs, const std::size_t* sizes,
+                        std::size_t n, Stream stream) {
+  if (n == 0) return;
+  cudaMemcpyAttributes attr{};
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  std::size_t attr_index = 0;
+  // cudaMemcpyBatchAsync takes non-const arrays; it does not write them.
+  auto* d = const_cast<void**>(dsts);
+  auto* s_ = const_cast<void**>(reinterpret_cast<const void* const*>(srcs));
+  auto* z = const_cast<std::size_t*>(sizes);
+#if CUDART_VERSION >= 13000
+  SPILLWAY_CUDA_TRY(cudaMemcpyBatchAsync(d, s_, z, n, &attr, &attr_index, 1, s(stream)));
+#else
+  std::size_t fail_index = 0;
+  SPILLWAY_CUDA_TRY(
+      cudaMemcpyBatchAsync(d, s_, z, n, &attr, &attr_index, 1, &fail_index, s(stream)));
+#endif
 }
 
 void memset_device(void* dst, int value, std::size_t bytes) {

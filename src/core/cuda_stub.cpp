@@ -57,6 +57,12 @@ void* ipc_open(const IpcHandle& /*handle*/) {
   no_cuda("ipc_open");
 }
 void ipc_close(void* /*ptr*/) noexcept {}
+Allocation allocation_of(const void* /*ptr*/) {
+  no_cuda("allocation_of");
+}
+void* host_device_pointer(void* /*ptr*/) noexcept {
+  return nullptr;
+}
 void* malloc_async(std::size_t /*bytes*/, Stream /*stream*/) {
   no_cuda("malloc_async");
 }
@@ -82,6 +88,10 @@ bool host_register(void* /*ptr*/, std::size_t /*bytes*/) noexcept {
 void host_unregister(void* /*ptr*/) noexcept {}
 void memcpy_async(void* /*dst*/, const void* /*src*/, std::size_t /*bytes*/, Stream /*stream*/) {
   no_cuda("memcpy_async");
+}
+void memcpy_batch_async(void* const* /*dsts*/, const void* const* /*srcs*/,
+                        const std::size_t* /*sizes*/, std::size_t /*n*/, Stream /*stream*/) {
+  no_cuda("memcpy_batch_async");
 }
 void memset_device(void* /*dst*/, int /*value*/, std::size_t /*bytes*/) {
   no_cuda("memset_device");

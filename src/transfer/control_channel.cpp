@@ -152,7 +152,7 @@ std::optional<Frame> FrameReader::next() {
   std::uint32_t length = 0;
   std::memcpy(&length, buffer_.data() + start_, sizeof(length));
   const auto type = buffer_[start_ + sizeof(length)];
-  SPILLWAY_EXPECTS(type >= 1 && type <= 3,
+  SPILLWAY_EXPECTS(type >= 1 && type <= 4,
                    "transfer engine: control frame of unknown type " + std::to_string(type),
                    corrupt_data_error);
   SPILLWAY_EXPECTS(length <= kMaxFrame,

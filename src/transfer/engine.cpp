@@ -59,9 +59,11 @@ TransferEngine::Impl::Impl(EngineOptions opts) : options{std::move(opts)} {
     backend = detail::make_loopback_backend(*this);
   } else if (kind == "libfabric") {
     backend = detail::make_fabric_backend(*this, options);
+  } else if (kind == "cuda_ipc") {
+    backend = detail::make_cuda_ipc_backend(*this, options);
   } else {
     SPILLWAY_FAIL("transfer engine: unknown backend '" + options.backend +
-                  "' (auto, loopback or libfabric)");
+                  "' (auto, loopback, libfabric or cuda_ipc)");
   }
   listen_fd = detail::listen_on(options.address, control_address);
   wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -103,6 +105,31 @@ void TransferEngine::Impl::deliver_imm(std::uint32_t imm) {
   ++arrived[imm];
   ++imms_received;
   satisfy(imm);
+}
+
+bool TransferEngine::Impl::send(Peer& peer, detail::FrameType type,
+                                std::span<const std::uint8_t> body) {
+  std::lock_guard send_lock(peer.send_mutex);  // the worker closes connections under it
+  int fd = -1;
+  {
+    std::lock_guard lock(mutex);
+    if (peer.alive && !peer.connections.empty()) fd = peer.connections.front()->fd;
+  }
+  return fd >= 0 && detail::send_frame(fd, type, body, options.peer_timeout);
+}
+
+bool TransferEngine::Impl::send_to_peer(std::uint64_t backend_peer,
+                                        std::span<const std::uint8_t> body) {
+  std::shared_ptr<Peer> peer;
+  {
+    std::lock_guard lock(mutex);
+    for (auto& [id, p] : peers) {
+      if (p->alive && p->backend_peer == backend_peer) peer = p;
+    }
+  }
+  // A failed send is not judged here (the caller holds the backend lock, which failure
+  // callbacks may want): the worker's heartbeats find a peer that is gone.
+  return peer && send(*peer, detail::FrameType::backend, body);
 }
 
 void TransferEngine::Impl::satisfy(std::uint32_t imm) {
@@ -339,6 +366,7 @@ RemoteRegion TransferEngine::export_region(const Region& region, std::size_t off
   out.type = region.type;
   out.device = region.device;
   out.offset = offset;
+  out.blob = record.blob;
   return out;
 }
 
@@ -395,18 +423,7 @@ void TransferEngine::send_control(PeerId peer, std::span<const std::uint8_t> byt
     std::lock_guard lock(impl_->mutex);
     p = impl_->peer_of(peer, "send_control");
   }
-  bool sent = false;
-  {
-    std::lock_guard send_lock(p->send_mutex);  // the worker closes connections under it
-    int fd = -1;
-    {
-      std::lock_guard lock(impl_->mutex);
-      if (p->alive) fd = p->connections.front()->fd;
-    }
-    sent = fd >= 0 &&
-           detail::send_frame(fd, detail::FrameType::control, bytes, impl_->options.peer_timeout);
-  }
-  if (!sent) {
+  if (!impl_->send(*p, detail::FrameType::control, bytes)) {
     impl_->fail_peer(p, "did not take a control message");
     SPILLWAY_FAIL("transfer: send_control: peer " + std::to_string(peer) + " is gone", comm_error);
   }

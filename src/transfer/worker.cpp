@@ -237,6 +237,11 @@ void TransferEngine::Impl::poll_sockets(bool busy) {
 }
 
 void TransferEngine::Impl::on_frame(const std::shared_ptr<Peer>& peer, detail::Frame&& frame) {
+  if (frame.type == detail::FrameType::backend) {
+    std::lock_guard lock(backend_mutex);
+    backend->on_message(peer->backend_peer, frame.body);
+    return;
+  }
   if (frame.type != detail::FrameType::control) return;  // heartbeats and repeated hellos
   {
     std::lock_guard lock(mutex);

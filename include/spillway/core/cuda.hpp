@@ -51,6 +51,16 @@ IpcHandle ipc_handle(void* ptr);
 /// lazily). @throws spillway::cuda_error when it cannot (another node, no peer path, ...)
 void* ipc_open(const IpcHandle& handle);
 void ipc_close(void* ptr) noexcept;
+/// The device allocation `ptr` points into (cuMemGetAddressRange): an IPC handle names a
+/// whole allocation, and a region inside one is found by its offset from `base`.
+struct Allocation {
+  void* base{nullptr};
+  std::size_t bytes{0};
+};
+Allocation allocation_of(const void* ptr);
+/// The address kernels reach page-locked host memory `ptr` by (cudaHostGetDevicePointer), or
+/// nullptr when it is not page-locked (or there is no GPU).
+void* host_device_pointer(void* ptr) noexcept;
 /// cudaMallocAsync on the current device's default pool.
 void* malloc_async(std::size_t bytes, Stream stream);
 void free_async(void* ptr, Stream stream) noexcept;
@@ -76,6 +86,10 @@ void host_unregister(void* ptr) noexcept;
 
 /// cudaMemcpyAsync with cudaMemcpyDefault (unified addressing picks the direction).
 void memcpy_async(void* dst, const void* src, std::size_t bytes, Stream stream);
+/// `n` copies in one call, carried out by the copy engines (cudaMemcpyBatchAsync, CUDA 12.8+),
+/// in stream order. `stream` must be a stream of spillway's own (not the legacy default).
+void memcpy_batch_async(void* const* dsts, const void* const* srcs, const std::size_t* sizes,
+                        std::size_t n, Stream stream);
 /// Synchronous memset of device memory (tests and benchmarks).
 void memset_device(void* dst, int value, std::size_t bytes);
 

@@ -32,9 +32,15 @@
 namespace spillway::transfer {
 
 struct EngineOptions {
-  /// "loopback" (engines of this process only, for tests), "libfabric", or "auto" (libfabric
-  /// where built, else loopback).
+  /// "loopback" (engines of this process only, for tests), "libfabric", "cuda_ipc" (processes
+  /// of one node, GPU memory on at least one side of every batch), or "auto" (libfabric where
+  /// built, else loopback).
   std::string backend{"auto"};
+  /// How cuda_ipc moves a batch: "kernel" (one gather/scatter kernel), "batch"
+  /// (cudaMemcpyBatchAsync, the copy engines), "per_chunk" (a cudaMemcpyAsync per chunk: the
+  /// baseline benchmarks compare with) or "auto" (by chunk size, as measured on an H200).
+  /// The initiator's choice holds for its batches, whichever side carries them out.
+  std::string ipc_copy{"auto"};
   /// The libfabric provider by name: "tcp", "shm", "verbs", "efa", "sockets".
   std::string provider{"tcp"};
   /// The address the control channel (and libfabric's tcp endpoint) binds to.

@@ -15,6 +15,9 @@ namespace spillway::detail {
 
 class ByteWriter {
  public:
+  ByteWriter() = default;
+  /// Writes into `reuse`, emptied, keeping its capacity.
+  explicit ByteWriter(std::vector<std::uint8_t>&& reuse) : out_{std::move(reuse)} { out_.clear(); }
   template <typename T>
   void put(T v) {
     const auto at = out_.size();
@@ -25,6 +28,7 @@ class ByteWriter {
   void put_bytes(const Bytes& b) {
     out_.insert(out_.end(), b.begin(), b.end());
   }
+  void reserve(std::size_t bytes) { out_.reserve(bytes); }
   std::vector<std::uint8_t> take() { return std::move(out_); }
 
  private:

@@ -3,6 +3,7 @@
 // back (internal). The engine calls a backend from one thread at a time: its worker, or a user
 // thread registering memory or adding a peer while holding the engine's backend lock.
 
+#include <spillway/core/error.hpp>
 #include <spillway/transfer/engine.hpp>
 
 #include "transfer/detail/ticket_state.hpp"
@@ -19,10 +20,11 @@ namespace spillway::transfer::detail {
 /// A registration: the user's region plus what the backend keeps for it.
 struct RegionRecord {
   Region region;
-  std::uint64_t key{0};      ///< the remote key peers address it by
-  std::uint64_t address{0};  ///< what peers address its first byte by
-  void* desc{nullptr};       ///< the local descriptor (fi_mr_desc)
-  void* handle{nullptr};     ///< the backend's registration (fid_mr*)
+  std::uint64_t key{0};            ///< the remote key peers address it by
+  std::uint64_t address{0};        ///< what peers address its first byte by
+  void* desc{nullptr};             ///< the local descriptor (fi_mr_desc)
+  void* handle{nullptr};           ///< the backend's registration (fid_mr*)
+  std::vector<std::uint8_t> blob;  ///< what peers need besides (a CUDA IPC handle)
 };
 
 /// One write or read batch in flight.
@@ -50,6 +52,9 @@ class BackendHost {
   virtual ~BackendHost() = default;
   /// An imm arrived for this engine (thread-safe: a loopback peer calls it from its thread).
   virtual void deliver_imm(std::uint32_t imm) = 0;
+  /// Sends `body` to the backend of the peer `backend_peer` (a FrameType::backend frame on
+  /// the control channel); false when the peer is gone or did not take it in time.
+  virtual bool send_to_peer(std::uint64_t backend_peer, std::span<const std::uint8_t> body) = 0;
 };
 
 class Backend {
@@ -70,6 +75,11 @@ class Backend {
   virtual void post(std::shared_ptr<Op> op) = 0;
   /// Polls completions, then posts what is queued. @returns whether anything happened
   virtual bool progress() = 0;
+  /// What the backend of peer `backend_peer` sent with BackendHost::send_to_peer.
+  /// @throws spillway::corrupt_data_error for a malformed message (the peer is then failed)
+  virtual void on_message(std::uint64_t /*backend_peer*/, std::span<const std::uint8_t> /*body*/) {
+    SPILLWAY_FAIL("a backend message for a backend that takes none", corrupt_data_error);
+  }
   /// A file descriptor that becomes readable when progress() has work, or -1 (then the
   /// engine's worker polls progress() without sleeping while peers exist).
   virtual int wait_fd() { return -1; }
@@ -79,6 +89,8 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_loopback_backend(BackendHost& host);
+/// @throws spillway::cuda_error or spillway::logic_error where there is no GPU
+std::unique_ptr<Backend> make_cuda_ipc_backend(BackendHost& host, const EngineOptions& options);
 /// @throws spillway::logic_error where spillway was built without libfabric
 std::unique_ptr<Backend> make_fabric_backend(BackendHost& host, const EngineOptions& options);
 /// Whether this build has the libfabric backend.

@@ -1,8 +1,8 @@
 #pragma once
 // The control channel between transfer engines: TCP connections carrying length-prefixed
-// frames (hello, heartbeat, control message). It is also how an engine knows a peer is alive:
-// a connection that closes, errs or stays silent past the timeout means the peer is gone
-// (internal).
+// frames (hello, heartbeat, control message, backend message). It is also how an engine knows a
+// peer is alive: a connection that closes, errs or stays silent past the timeout means the peer is
+// gone (internal).
 
 #include <chrono>
 #include <cstdint>
@@ -13,7 +13,8 @@
 
 namespace spillway::transfer::detail {
 
-enum class FrameType : std::uint8_t { hello = 1, heartbeat = 2, control = 3 };
+/// `backend`: a message between the backends of two engines (cuda_ipc's copy requests).
+enum class FrameType : std::uint8_t { hello = 1, heartbeat = 2, control = 3, backend = 4 };
 
 /// The largest frame body: a control message of 1 MiB plus room for the header.
 inline constexpr std::size_t kMaxFrame = (std::size_t{1} << 20) + 64;

@@ -59,6 +59,9 @@ struct TransferEngine::Impl final : detail::BackendHost {
   ~Impl() override;
 
   void deliver_imm(std::uint32_t imm) override;
+  bool send_to_peer(std::uint64_t backend_peer, std::span<const std::uint8_t> body) override;
+  /// Sends a frame on the peer's first connection; false when it is gone or the send failed.
+  bool send(detail::Peer& peer, detail::FrameType type, std::span<const std::uint8_t> body);
 
   // Called with `mutex` held.
   void satisfy(std::uint32_t imm);

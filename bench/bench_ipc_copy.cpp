@@ -1,0 +1,97 @@
+// The cuda_ipc backend's three ways of moving a batch, timed on the GPU alone (CUDA events,
+// one process, no engine): the gather/scatter kernel, cudaMemcpyBatchAsync and a
+// cudaMemcpyAsync per chunk, for chunks scattered at random over regions of twice the batch,
+// from device memory into device or pinned host memory. Beside each, one contiguous
+// cudaMemcpyAsync of the same bytes on the same path, in the same run. Medians of 11 runs.
+// What it finds sets choose() in src/transfer/cuda_ipc.cpp.
+#include <spillway/core/cuda.hpp>
+
+#include "transfer/detail/ipc_copy.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+using namespace spillway;
+using namespace spillway::transfer::detail;
+
+namespace {
+
+constexpr std::size_t kBatch = 64 << 20;
+constexpr int kRuns = 11;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// GB/s of `pieces` by `method`, median of kRuns, after one warm-up.
+double rate(std::span<const Piece> pieces, CopyMethod method, Stream stream, CopyScratch& scratch) {
+  std::size_t bytes = 0;
+  for (const Piece& p : pieces) bytes += p.bytes;
+  void* start = cuda::event_create();
+  void* end = cuda::event_create();
+  std::vector<double> v;
+  for (int r = 0; r <= kRuns; ++r) {
+    cuda::event_record(start, stream);
+    copy_pieces(pieces, method, stream, scratch);
+    cuda::event_record(end, stream);
+    cuda::event_synchronize(end);
+    if (r > 0) v.push_back(static_cast<double>(bytes) / (cuda::event_elapsed_ms(start, end) * 1e6));
+  }
+  cuda::event_destroy(start);
+  cuda::event_destroy(end);
+  return median(v);
+}
+
+}  // namespace
+
+int main() {
+  if (!cuda::is_available()) {
+    std::printf("bench_ipc_copy: no GPU, nothing to measure\n");
+    return 0;
+  }
+  Stream stream{cuda::stream_create()};
+  CopyScratch scratch;
+  auto* src = static_cast<std::uint8_t*>(cuda::malloc_device(2 * kBatch));
+  auto* dev = static_cast<std::uint8_t*>(cuda::malloc_device(2 * kBatch));
+  auto* pinned = static_cast<std::uint8_t*>(cuda::malloc_pinned(2 * kBatch));
+  std::printf(
+      "bench_ipc_copy: %s, device -> dst, random layout, %zu MiB a batch, GB/s (median "
+      "of %d), ratio to one contiguous cudaMemcpyAsync of the same bytes\n",
+      cuda::device_name(), kBatch >> 20, kRuns);
+  std::printf("%-7s %8s %8s %10s %8s %10s %8s %10s %8s\n", "dst", "chunk", "contig", "kernel",
+              "of cont", "batch", "of cont", "per_chunk", "of cont");
+  for (auto* dst : {dev, pinned}) {
+    for (const std::size_t chunk :
+         {std::size_t{4} << 10, std::size_t{16} << 10, std::size_t{64} << 10,
+          std::size_t{256} << 10, std::size_t{1} << 20}) {
+      const std::size_t n = kBatch / chunk;
+      std::vector<std::size_t> s(2 * n);
+      std::vector<std::size_t> d(2 * n);
+      std::iota(s.begin(), s.end(), 0);
+      std::iota(d.begin(), d.end(), 0);
+      std::mt19937_64 rng(chunk);
+      std::shuffle(s.begin(), s.end(), rng);
+      std::shuffle(d.begin(), d.end(), rng);
+      std::vector<Piece> pieces(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        pieces[i] = {dst + d[i] * chunk, src + s[i] * chunk, chunk};
+      }
+      const std::vector<Piece> contiguous{{dst, src, kBatch}};
+      const double c = rate(contiguous, CopyMethod::per_chunk, stream, scratch);
+      const double k = rate(pieces, CopyMethod::kernel, stream, scratch);
+      const double b = rate(pieces, CopyMethod::batch, stream, scratch);
+      const double p = rate(pieces, CopyMethod::per_chunk, stream, scratch);
+      std::printf("%-7s %8zu %8.1f %10.1f %8.3f %10.1f %8.3f %10.1f %8.3f\n",
+                  dst == dev ? "device" : "pinned", chunk, c, k, k / c, b, b / c, p, p / c);
+    }
+  }
+  cuda::free_device(src);
+  cuda::free_device(dev);
+  cuda::free_pinned(pinned);
+  cuda::stream_destroy(stream.handle());
+  return 0;
+}

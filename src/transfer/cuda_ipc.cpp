@@ -1,0 +1,560 @@
+// The cuda_ipc backend: engines of processes on one node move batches on the GPU. A device
+// region is exported as a CUDA IPC handle of its allocation and the region's offset in it.
+//
+// Which side carries a batch out:
+// - the remote side is device memory: the initiator maps it and copies (one-sided); a write's
+//   imm follows on the control channel once the copy has completed;
+// - only the local side is device memory (the remote is host memory, which CUDA IPC cannot
+//   map): the initiator sends a copy request and the target maps the initiator's memory and
+//   copies, counts the imm and answers. The target checks every chunk against its own
+//   registration first, so nothing outside a region is ever written;
+// - neither: an error (host to host between processes is libfabric shm's).
+// Copies go on one stream of the engine's GPU in order; an event per batch says when it is done.
+
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/core/logging.hpp>
+
+#include "core/detail/byte_codec.hpp"
+#include "transfer/detail/backend.hpp"
+#include "transfer/detail/ipc_copy.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <optional>
+
+namespace spillway::transfer::detail {
+
+CopyMethod parse_copy_method(const std::string& name) {
+  if (name == "auto") return CopyMethod::automatic;
+  if (name == "kernel") return CopyMethod::kernel;
+  if (name == "batch") return CopyMethod::batch;
+  if (name == "per_chunk") return CopyMethod::per_chunk;
+  SPILLWAY_FAIL("transfer engine: unknown ipc_copy '" + name +
+                "' (auto, kernel, batch or per_chunk)");
+}
+
+const char* to_string(CopyMethod method) noexcept {
+  switch (method) {
+    case CopyMethod::kernel:
+      return "kernel";
+    case CopyMethod::batch:
+      return "batch";
+    case CopyMethod::per_chunk:
+      return "per_chunk";
+    case CopyMethod::automatic:
+      break;
+  }
+  return "auto";
+}
+
+CopyMethod choose(CopyMethod wanted, std::size_t mean_bytes, bool kernel_reachable,
+                  bool over_pcie) noexcept {
+  if (wanted == CopyMethod::kernel && !kernel_reachable) return CopyMethod::batch;
+  if (wanted != CopyMethod::automatic) return wanted;
+  if (!kernel_reachable) return CopyMethod::batch;
+  // bench_ipc_copy on an H200 (bench/results/2026-12-02-transfer-h200.md): between device
+  // memory the kernel is 3-1000x the copy engines at every chunk size; over PCIe it is ahead
+  // up to 256 KiB chunks, and the copy engines from 1 MiB (0.97 of a contiguous copy, the
+  // kernel 0.94).
+  constexpr std::size_t kEnginesFrom = std::size_t{512} << 10;
+  return over_pcie && mean_bytes >= kEnginesFrom ? CopyMethod::batch : CopyMethod::kernel;
+}
+
+namespace {
+
+using spillway::detail::ByteReader;
+using spillway::detail::ByteWriter;
+
+enum Kind : std::uint8_t { kRequest = 1, kDone = 2, kImm = 3 };
+/// Chunks per request: 24 bytes each keeps a frame well under the control channel's 1 MiB.
+constexpr std::size_t kChunksPerRequest = 32768;
+/// A batch goes out in parts of this many chunks, so that the GPU copies one part while the
+/// CPU prepares (or the target parses) the next.
+constexpr std::size_t kChunksPerPart = 2048;
+constexpr std::size_t kBlob = sizeof(cuda::IpcHandle) + 2 * sizeof(std::uint64_t);
+
+std::string this_node() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return std::string(host) + "/" + id;
+}
+
+/// What a device region's peers get: the IPC handle of its allocation, the region's offset
+/// in that allocation, and the allocation's address (used by engines of the same process,
+/// which cannot open their own handles).
+struct Exported {
+  cuda::IpcHandle handle{};
+  std::uint64_t offset{0};
+  std::uint64_t base{0};
+};
+
+std::vector<std::uint8_t> to_blob(const Exported& e) {
+  ByteWriter w;
+  w.put_bytes(std::span(reinterpret_cast<const std::uint8_t*>(e.handle.data()), e.handle.size()));
+  w.put(e.offset);
+  w.put(e.base);
+  return w.take();
+}
+
+Exported from_blob(std::span<const std::uint8_t> blob, const char* what) {
+  ByteReader r(blob, std::string("cuda_ipc: ") + what + ": ");
+  if (blob.size() != kBlob) {
+    r.fail("a device region's blob of " + std::to_string(blob.size()) + " bytes (" +
+           std::to_string(kBlob) + " expected)");
+  }
+  Exported e;
+  const auto h = r.bytes(e.handle.size(), "IPC handle");
+  std::memcpy(e.handle.data(), h.data(), h.size());
+  e.offset = r.get<std::uint64_t>("offset");
+  e.base = r.get<std::uint64_t>("base");
+  return e;
+}
+
+double micros_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t).count();
+}
+
+struct PeerState {
+  std::string node;
+  std::uint32_t pid{0};
+  std::map<cuda::IpcHandle, void*> opened;  // allocations of the peer mapped here
+};
+
+/// What a batch on the stream holds until it has run: its event and its descriptors.
+struct Slot {
+  void* start{cuda::event_create()};  // for the trace log: the batch's time on the GPU
+  void* event{cuda::event_create()};
+  CopyScratch scratch;
+  std::chrono::steady_clock::time_point began;  // when the batch's post or request came
+  double prepared_us{0};                        // until its copies were queued
+  Slot() = default;
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+  ~Slot() {
+    cuda::event_destroy(start);
+    cuda::event_destroy(event);
+  }
+};
+
+/// A copy on the stream: a batch of this engine's, or one a peer asked for.
+struct InFlight {
+  std::unique_ptr<Slot> slot;
+  std::shared_ptr<Op> op;  // this engine's batch; null for a peer's request
+  bool last{true};         // the batch's last part: its completion ends the batch
+  std::uint64_t reply_to{0};
+  std::uint64_t seq{0};
+  std::optional<std::uint32_t> imm;
+};
+
+/// A batch the target carries out: the requests it was sent as, not yet answered.
+struct Awaiting {
+  std::shared_ptr<Op> op;
+  std::size_t parts{0};
+};
+
+class CudaIpcBackend final : public Backend {
+ public:
+  CudaIpcBackend(BackendHost& host, const EngineOptions& options)
+      : host_{host},
+        method_{parse_copy_method(options.ipc_copy)},
+        node_{this_node()},
+        pid_{static_cast<std::uint32_t>(::getpid())} {
+    SPILLWAY_EXPECTS(cuda::is_available(),
+                     "transfer: the cuda_ipc backend needs a GPU, and none is usable here",
+                     cuda_error);
+    device_ = options.device >= 0 ? options.device : cuda::current_device();
+    cuda::set_device(device_);
+    stream_ = Stream{cuda::stream_create()};
+  }
+
+  ~CudaIpcBackend() override {
+    try {
+      cuda::set_device(device_);
+      cuda::stream_synchronize(stream_);
+    } catch (...) {  // a GPU that failed: release what can be released
+    }
+    inflight_.clear();
+    free_slots_.clear();
+    for (auto& [id, p] : peers_) close_all(p);
+    cuda::stream_destroy(stream_.handle());
+  }
+
+  [[nodiscard]] std::string name() const override { return "cuda_ipc"; }
+
+  [[nodiscard]] std::vector<std::uint8_t> address() const override {
+    ByteWriter w;
+    w.put(static_cast<std::uint32_t>(node_.size()));
+    w.put_bytes(std::span(reinterpret_cast<const std::uint8_t*>(node_.data()), node_.size()));
+    w.put(pid_);
+    return w.take();
+  }
+
+  void register_region(RegionRecord& record) override {
+    cuda::set_device(device_);
+    if (record.region.type == MemoryType::DEVICE) {
+      const auto alloc = cuda::allocation_of(record.region.ptr);
+      Exported e;
+      e.base = reinterpret_cast<std::uintptr_t>(alloc.base);
+      e.offset = reinterpret_cast<std::uintptr_t>(record.region.ptr) - e.base;
+      SPILLWAY_EXPECTS(e.offset + record.region.bytes <= alloc.bytes,
+                       "transfer: register_memory of " + std::to_string(record.region.bytes) +
+                           " device bytes that run past their allocation",
+                       logic_error);
+      e.handle = cuda::ipc_handle(alloc.base);
+      record.address = e.offset;
+      record.blob = to_blob(e);
+      record.handle = record.region.ptr;
+    } else {
+      record.handle = cuda::host_device_pointer(record.region.ptr);  // null: pageable
+    }
+    regions_[record.region.id] = record;
+  }
+
+  void deregister_region(RegionRecord& record) noexcept override {
+    drain();  // no copy of a peer's still uses it
+    regions_.erase(record.region.id);
+  }
+
+  std::uint64_t add_peer(std::span<const std::uint8_t> address) override {
+    ByteReader r(address, "cuda_ipc peer address: ");
+    const auto n = r.get<std::uint32_t>("node length");
+    if (n > 4096) r.fail("a node name of " + std::to_string(n) + " bytes");
+    PeerState p;
+    p.node = r.get_string(n, "node");
+    p.pid = r.get<std::uint32_t>("pid");
+    SPILLWAY_EXPECTS(p.node == node_,
+                     "transfer: the cuda_ipc peer is on node '" + p.node + "', this engine on '" +
+                         node_ + "' (cuda_ipc works within one node; use libfabric across)",
+                     comm_error);
+    const std::uint64_t id = next_peer_++;
+    peers_[id] = std::move(p);
+    return id;
+  }
+
+  void remove_peer(std::uint64_t backend_peer) noexcept override {
+    const auto it = peers_.find(backend_peer);
+    if (it == peers_.end()) return;
+    drain();  // no copy still uses its mappings
+    close_all(it->second);
+    peers_.erase(it);
+    std::erase_if(awaiting_,
+                  [&](const auto& a) { return a.second.op->backend_peer == backend_peer; });
+  }
+
+  void post(std::shared_ptr<Op> op) override {
+    began_ = std::chrono::steady_clock::now();
+    cuda::set_device(device_);
+    const bool local_device = op->local.region.type == MemoryType::DEVICE;
+    if (op->remote.type == MemoryType::DEVICE) {
+      copy_here(std::move(op));
+    } else if (local_device) {
+      ask_target(std::move(op));
+    } else {
+      op->ticket->finish(Status::error,
+                         "cuda_ipc moves GPU memory, and neither side of this batch is device "
+                         "memory (between host regions of two processes use libfabric shm)");
+    }
+  }
+
+  void on_message(std::uint64_t backend_peer, std::span<const std::uint8_t> body) override {
+    ByteReader r(body, "cuda_ipc message: ");
+    const auto kind = r.get<std::uint8_t>("kind");
+    if (kind == kRequest) {
+      serve(backend_peer, r);
+    } else if (kind == kDone) {
+      answered(r);
+    } else if (kind == kImm) {
+      host_.deliver_imm(r.get<std::uint32_t>("imm"));
+    } else {
+      r.fail("unknown kind " + std::to_string(kind));
+    }
+  }
+
+  bool progress() override {
+    if (inflight_.empty()) return false;
+    cuda::set_device(device_);
+    bool did = false;
+    while (!inflight_.empty() && cuda::event_query(inflight_.front().slot->event)) {
+      InFlight f = std::move(inflight_.front());
+      inflight_.pop_front();
+      if (spillway::detail::log_enabled(LogLevel::trace)) {
+        const double took = micros_since(f.slot->began);
+        SPILLWAY_LOG(trace, "cuda_ipc: a batch took "
+                                << took << " us, " << f.slot->prepared_us << " us of it to queue, "
+                                << 1e3 * cuda::event_elapsed_ms(f.slot->start, f.slot->event)
+                                << " us on the GPU");
+      }
+      free_slots_.push_back(std::move(f.slot));
+      did = true;
+      if (f.op) {
+        if (f.last) finish_here(*f.op);
+      } else {
+        if (f.imm) host_.deliver_imm(*f.imm);
+        reply(f.reply_to, f.seq, {});
+      }
+    }
+    return did;
+  }
+
+  bool may_sleep() override { return inflight_.empty() && awaiting_.empty(); }
+
+  [[nodiscard]] EngineCounters counters() const override { return counters_; }
+
+ private:
+  static void close_all(PeerState& p) noexcept {
+    for (auto& [h, ptr] : p.opened) cuda::ipc_close(ptr);
+    p.opened.clear();
+  }
+
+  /// Waits for every copy on the stream; the next progress() ends them.
+  void drain() noexcept {
+    if (inflight_.empty()) return;
+    try {
+      cuda::set_device(device_);
+      cuda::stream_synchronize(stream_);
+    } catch (...) {  // the copies failed: event_query reports it
+    }
+  }
+
+  /// The first byte of the allocation `e` names, of peer `backend_peer`, mapped here.
+  std::uint8_t* mapped(std::uint64_t backend_peer, const Exported& e) {
+    PeerState& p = peers_.at(backend_peer);
+    if (p.pid == pid_) return reinterpret_cast<std::uint8_t*>(e.base);  // same process
+    auto it = p.opened.find(e.handle);
+    if (it == p.opened.end()) it = p.opened.emplace(e.handle, cuda::ipc_open(e.handle)).first;
+    return static_cast<std::uint8_t*>(it->second);
+  }
+
+  /// Where a kernel reaches a local region (null for pageable host memory).
+  static std::uint8_t* reachable(const RegionRecord& r) {
+    return static_cast<std::uint8_t*>(r.handle);
+  }
+
+  std::unique_ptr<Slot> take_slot() {
+    if (free_slots_.empty()) return std::make_unique<Slot>();
+    auto slot = std::move(free_slots_.back());
+    free_slots_.pop_back();
+    return slot;
+  }
+
+  /// Queues `pieces` (in `f.slot`'s scratch) and the event after them.
+  void enqueue(InFlight f, std::span<const Piece> pieces, CopyMethod wanted, bool kernel_ok,
+               bool over_pcie) {
+    std::size_t bytes = 0;
+    for (const Piece& p : pieces) bytes += p.bytes;
+    f.slot->began = began_;
+    cuda::event_record(f.slot->start, stream_);
+    copy_pieces(pieces, choose(wanted, bytes / pieces.size(), kernel_ok, over_pcie), stream_,
+                f.slot->scratch);
+    f.slot->prepared_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began_)
+            .count();
+    cuda::event_record(f.slot->event, stream_);
+    counters_.chunks_posted += pieces.size();
+    inflight_.push_back(std::move(f));
+  }
+
+  /// The remote side is device memory: map it and copy here.
+  void copy_here(std::shared_ptr<Op> op) {
+    const Exported e = from_blob(op->remote.blob, "the remote region");
+    std::uint8_t* remote = mapped(op->backend_peer, e) + op->remote.address;
+    std::uint8_t* local_reach = reachable(op->local);
+    auto* local =
+        local_reach != nullptr ? local_reach : static_cast<std::uint8_t*>(op->local.region.ptr);
+    const std::size_t n = op->chunks.size();
+    for (std::size_t from = 0; from < n; from += kChunksPerPart) {
+      InFlight f;
+      f.op = op;
+      f.last = from + kChunksPerPart >= n;
+      f.slot = take_slot();
+      const auto pieces = f.slot->scratch.pieces(std::min(kChunksPerPart, n - from));
+      for (std::size_t i = 0; i < pieces.size(); ++i) {
+        const Chunk& c = op->chunks[from + i];
+        pieces[i] = op->is_read ? Piece{local + c.dst_offset, remote + c.src_offset, c.length}
+                                : Piece{remote + c.dst_offset, local + c.src_offset, c.length};
+      }
+      enqueue(std::move(f), pieces, method_, local_reach != nullptr,
+              op->local.region.type != MemoryType::DEVICE);
+    }
+  }
+
+  /// This engine's batch `op` is in place: send its imm, end its ticket.
+  void finish_here(Op& op) {
+    if (op.imm && !op.is_read) {
+      ByteWriter w;
+      w.put(static_cast<std::uint8_t>(kImm));
+      w.put(*op.imm);
+      if (!host_.send_to_peer(op.backend_peer, w.take())) {
+        op.ticket->finish(Status::peer_gone, "cuda_ipc: the target did not take the batch's imm");
+        return;
+      }
+    }
+    op.completed = op.chunks.size();
+    op.ticket->finish(Status::ok);
+  }
+
+  /// The remote side is host memory: the target carries the batch out, in requests of at most
+  /// kChunksPerPart chunks; only the last carries the imm (the target's copies are in order).
+  void ask_target(std::shared_ptr<Op> op) {
+    const std::size_t n = op->chunks.size();
+    const std::size_t parts = (n + kChunksPerPart - 1) / kChunksPerPart;
+    awaiting_[next_seq_] = {op, parts};
+    for (std::size_t part = 0; part < parts; ++part) {
+      const std::size_t from = part * kChunksPerPart;
+      const std::size_t count = std::min(kChunksPerPart, n - from);
+      const bool last = part + 1 == parts;
+      ByteWriter w(std::move(request_));  // a large request's buffer is kept for the next
+      w.reserve(64 + kBlob + count * sizeof(Chunk));
+      w.put(static_cast<std::uint8_t>(kRequest));
+      w.put(next_seq_);
+      w.put(static_cast<std::uint8_t>(op->is_read));
+      w.put(static_cast<std::uint8_t>(method_));
+      w.put(static_cast<std::uint8_t>(last && op->imm.has_value()));
+      w.put(op->imm.value_or(0));
+      w.put(op->remote.region_id);
+      w.put(op->remote.offset);
+      w.put(op->remote.length);
+      w.put_bytes(op->local.blob);  // the initiator's region, as register_region made it
+      w.put(static_cast<std::uint32_t>(count));
+      for (std::size_t i = from; i < from + count; ++i) {
+        w.put(op->chunks[i].src_offset);
+        w.put(op->chunks[i].dst_offset);
+        w.put(op->chunks[i].length);
+      }
+      request_ = w.take();
+      if (!host_.send_to_peer(op->backend_peer, request_)) {
+        awaiting_.erase(next_seq_);
+        op->ticket->finish(Status::peer_gone, "cuda_ipc: the target did not take the request");
+        ++next_seq_;
+        return;
+      }
+    }
+    ++next_seq_;
+    counters_.chunks_posted += n;
+  }
+
+  /// A peer's request: check it against the region, then copy.
+  void serve(std::uint64_t from, ByteReader& r) {
+    began_ = std::chrono::steady_clock::now();
+    const auto seq = r.get<std::uint64_t>("seq");
+    const bool is_read = r.get<std::uint8_t>("is_read") != 0;
+    const auto method = r.get<std::uint8_t>("method");
+    if (method > static_cast<std::uint8_t>(CopyMethod::per_chunk)) {
+      r.fail("unknown copy method " + std::to_string(method));
+    }
+    const bool has_imm = r.get<std::uint8_t>("has_imm") != 0;
+    const auto imm = r.get<std::uint32_t>("imm");
+    const auto region_id = r.get<std::uint64_t>("region");
+    const auto offset = r.get<std::uint64_t>("offset");
+    const auto length = r.get<std::uint64_t>("length");
+    const Exported theirs = from_blob(r.bytes(kBlob, "initiator's region"), "the request");
+    const auto n = r.get<std::uint32_t>("chunks");
+    if (n == 0 || n > kChunksPerRequest) r.fail(std::to_string(n) + " chunks");
+    const auto it = regions_.find(region_id);
+    if (it == regions_.end()) {
+      reply(from, seq,
+            "cuda_ipc: the target region " + std::to_string(region_id) +
+                " is not registered (any more)");
+      return;
+    }
+    const RegionRecord& region = it->second;
+    if (offset > region.region.bytes || length > region.region.bytes - offset) {
+      reply(from, seq,
+            "cuda_ipc: the range of " + std::to_string(length) + " bytes at " +
+                std::to_string(offset) + " is outside the target's region of " +
+                std::to_string(region.region.bytes));
+      return;
+    }
+    cuda::set_device(device_);
+    std::uint8_t* reach = reachable(region);
+    std::uint8_t* mine =
+        (reach != nullptr ? reach : static_cast<std::uint8_t*>(region.region.ptr)) + offset;
+    std::uint8_t* other = mapped(from, theirs) + theirs.offset;
+    InFlight f;
+    f.reply_to = from;
+    f.seq = seq;
+    if (has_imm) f.imm = imm;
+    f.slot = take_slot();
+    // Each chunk is checked as it is read; none is copied unless all are inside the range.
+    const auto pieces = f.slot->scratch.pieces(n);
+    for (Piece& p : pieces) {
+      const auto src_offset = r.get<std::uint64_t>("src_offset");
+      const auto dst_offset = r.get<std::uint64_t>("dst_offset");
+      const auto bytes = r.get<std::uint64_t>("length");
+      const std::uint64_t at = is_read ? src_offset : dst_offset;
+      if (bytes == 0 || at > length || bytes > length - at) {
+        free_slots_.push_back(std::move(f.slot));
+        reply(from, seq,
+              "cuda_ipc: a chunk of " + std::to_string(bytes) + " bytes at " + std::to_string(at) +
+                  " is outside the range of " + std::to_string(length) +
+                  " bytes (nothing was copied)");
+        return;
+      }
+      p = is_read ? Piece{other + dst_offset, mine + src_offset, bytes}
+                  : Piece{mine + dst_offset, other + src_offset, bytes};
+    }
+    enqueue(std::move(f), pieces, static_cast<CopyMethod>(method), reach != nullptr,
+            region.region.type != MemoryType::DEVICE);
+  }
+
+  void reply(std::uint64_t to, std::uint64_t seq, const std::string& error) {
+    ByteWriter w;
+    w.put(static_cast<std::uint8_t>(kDone));
+    w.put(seq);
+    w.put(static_cast<std::uint32_t>(error.size()));
+    w.put_bytes(std::span(reinterpret_cast<const std::uint8_t*>(error.data()), error.size()));
+    (void)host_.send_to_peer(to, w.take());  // a peer that is gone no longer waits
+  }
+
+  void answered(ByteReader& r) {
+    const auto seq = r.get<std::uint64_t>("seq");
+    const auto n = r.get<std::uint32_t>("error length");
+    if (n > 65536) r.fail("an error of " + std::to_string(n) + " bytes");
+    const std::string error = r.get_string(n, "error");
+    const auto it = awaiting_.find(seq);
+    if (it == awaiting_.end()) return;  // ended already (timed out, its peer removed)
+    Op& op = *it->second.op;
+    if (!error.empty()) {
+      op.ticket->finish(Status::error, error);
+      awaiting_.erase(it);
+    } else if (--it->second.parts == 0) {
+      op.completed = op.chunks.size();
+      op.ticket->finish(Status::ok);
+      awaiting_.erase(it);
+    }
+  }
+
+  BackendHost& host_;
+  CopyMethod method_;
+  std::string node_;
+  std::uint32_t pid_;
+  int device_{0};
+  Stream stream_;
+  std::map<std::uint64_t, PeerState> peers_;
+  std::uint64_t next_peer_{1};
+  std::map<std::uint64_t, RegionRecord> regions_;
+  std::deque<InFlight> inflight_;
+  std::vector<std::unique_ptr<Slot>> free_slots_;
+  std::map<std::uint64_t, Awaiting> awaiting_;
+  std::uint64_t next_seq_{1};
+  std::chrono::steady_clock::time_point began_;  // of the post or request in hand
+  std::vector<std::uint8_t> request_;
+  EngineCounters counters_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_ipc_backend(BackendHost& host, const EngineOptions& options) {
+  return std::make_unique<CudaIpcBackend>(host, options);
+}
+
+}  // namespace spillway::transfer::detail

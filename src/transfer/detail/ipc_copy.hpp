@@ -1,0 +1,62 @@
+#pragma once
+// How the cuda_ipc backend moves a batch on the GPU (internal): one gather/scatter kernel,
+// cudaMemcpyBatchAsync on the copy engines, or a cudaMemcpyAsync per chunk (the baseline).
+
+#include <spillway/core/stream.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace spillway::transfer::detail {
+
+/// dst[0, bytes) = src[0, bytes), both addresses the current GPU reaches.
+struct Piece {
+  void* dst;
+  const void* src;
+  std::size_t bytes;
+};
+
+enum class CopyMethod : std::uint8_t { automatic = 0, kernel = 1, batch = 2, per_chunk = 3 };
+
+/// "auto", "kernel", "batch" or "per_chunk". @throws spillway::logic_error naming the others
+CopyMethod parse_copy_method(const std::string& name);
+const char* to_string(CopyMethod method) noexcept;
+/// What `automatic` means for pieces of `mean_bytes` on average; `kernel_reachable` says
+/// whether both sides are memory the kernel can address (device or page-locked host memory),
+/// `over_pcie` whether one side is host memory.
+CopyMethod choose(CopyMethod wanted, std::size_t mean_bytes, bool kernel_reachable,
+                  bool over_pcie) noexcept;
+
+/// Room for a kernel batch's descriptors: page-locked host memory they are written into and
+/// device memory the kernel reads them from, both kept between batches (a stream-ordered
+/// allocation per batch costs more than a small batch's copy: the default pool gives its
+/// memory back at every synchronisation). Reuse it only once the stream has passed the
+/// batch that used it.
+class CopyScratch {
+ public:
+  CopyScratch() = default;
+  CopyScratch(const CopyScratch&) = delete;
+  CopyScratch& operator=(const CopyScratch&) = delete;
+  ~CopyScratch();
+  /// Makes room for at least `bytes` in both; the host side keeps what it held.
+  void reserve(std::size_t bytes);
+  /// Room for `n` pieces at the start of the host side: pieces written there are not copied
+  /// again by copy_pieces (a large batch's pieces cost more to copy than to build).
+  std::span<Piece> pieces(std::size_t n);
+  [[nodiscard]] std::byte* host() const noexcept { return host_; }
+  [[nodiscard]] std::byte* device() const noexcept { return device_; }
+
+ private:
+  std::byte* host_{nullptr};
+  std::byte* device_{nullptr};
+  std::size_t bytes_{0};
+};
+
+/// Queues the copies on `stream` (a stream of spillway's own). `method` is not automatic.
+/// @throws spillway::cuda_error
+void copy_pieces(std::span<const Piece> pieces, CopyMethod method, Stream stream,
+                 CopyScratch& scratch);
+
+}  // namespace spillway::transfer::detail

@@ -1,0 +1,196 @@
+// The copies of the cuda_ipc backend: one kernel for a whole batch (resident warps take the
+// pieces, cut into slices of at most 16 KiB, in turn), cudaMemcpyBatchAsync, or one
+// cudaMemcpyAsync per piece.
+
+#include "transfer/detail/ipc_copy.hpp"
+
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+
+#include "core/detail/cuda_try.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace spillway::transfer::detail {
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr unsigned kWarp = 32;
+/// Bytes a warp copies at a time: pieces above it are cut, so that a few large pieces still
+/// keep every SM busy.
+constexpr std::size_t kSlice = std::size_t{16} << 10;
+
+cudaStream_t raw(Stream s) {
+  return static_cast<cudaStream_t>(s.handle());
+}
+
+/// Lane `lane` of a warp's share of dst[0, bytes) = src[0, bytes): four loads in flight per
+/// lane before their stores.
+template <typename V>
+__device__ void copy_slice(std::byte* dst, const std::byte* src, std::size_t bytes, unsigned lane) {
+  constexpr unsigned kUnroll = 4;
+  const std::size_t n = bytes / sizeof(V);
+  auto* d = reinterpret_cast<V*>(dst);
+  const auto* s = reinterpret_cast<const V*>(src);
+  for (std::size_t base = lane; base < n; base += kUnroll * kWarp) {
+    V v[kUnroll];
+#pragma unroll
+    for (unsigned k = 0; k < kUnroll; ++k) {
+      const std::size_t i = base + k * kWarp;
+      if (i < n) v[k] = s[i];
+    }
+#pragma unroll
+    for (unsigned k = 0; k < kUnroll; ++k) {
+      const std::size_t i = base + k * kWarp;
+      if (i < n) d[i] = v[k];
+    }
+  }
+  for (std::size_t i = n * sizeof(V) + lane; i < bytes; i += kWarp) dst[i] = src[i];
+}
+
+/// Which slice of which piece a warp copies, where a piece is cut into several.
+struct Slice {
+  std::uint32_t piece;
+  std::uint32_t index;
+};
+
+/// Every warp takes items (piece i, or slices[i]) in turn until none is left.
+__global__ void pieces_kernel(const Piece* pieces, const Slice* slices, std::uint32_t items) {
+  const unsigned lane = threadIdx.x % kWarp;
+  const std::uint32_t warps = gridDim.x * (blockDim.x / kWarp);
+  for (std::uint32_t item = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp; item < items;
+       item += warps) {
+    const Slice at = slices == nullptr ? Slice{item, 0} : slices[item];
+    const Piece p = pieces[at.piece];
+    const std::size_t from = static_cast<std::size_t>(at.index) * kSlice;
+    const std::size_t bytes = p.bytes - from < kSlice ? p.bytes - from : kSlice;
+    auto* dst = static_cast<std::byte*>(p.dst) + from;
+    const auto* src = static_cast<const std::byte*>(p.src) + from;
+    const auto align =
+        reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src);
+    if (align % 16 == 0) {
+      copy_slice<uint4>(dst, src, bytes, lane);
+    } else if (align % 8 == 0) {
+      copy_slice<std::uint64_t>(dst, src, bytes, lane);
+    } else if (align % 4 == 0) {
+      copy_slice<std::uint32_t>(dst, src, bytes, lane);
+    } else {
+      copy_slice<std::uint8_t>(dst, src, bytes, lane);
+    }
+  }
+}
+
+/// Blocks that keep every SM of the current GPU full, found once.
+unsigned resident_blocks() {
+  static const unsigned n = [] {
+    int device = 0;
+    int sms = 0;
+    int per_sm = 0;
+    SPILLWAY_CUDA_TRY(cudaGetDevice(&device));
+    SPILLWAY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    SPILLWAY_CUDA_TRY(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pieces_kernel, kThreads, 0));
+    return static_cast<unsigned>(std::max(1, sms * std::max(1, per_sm)));
+  }();
+  return n;
+}
+
+void launch_kernel(std::span<const Piece> pieces, Stream stream, CopyScratch& scratch) {
+  std::size_t items = 0;
+  for (const Piece& p : pieces) items += (p.bytes + kSlice - 1) / kSlice;
+  SPILLWAY_EXPECTS(items < 0xFFFFFFFFU, "cuda_ipc: a batch of over 2^32 kernel slices");
+  const bool sliced = items != pieces.size();
+  // One upload from page-locked memory: the pieces, then (if any piece is cut) the slices.
+  const std::size_t piece_bytes = pieces.size_bytes();
+  const std::size_t bytes = piece_bytes + (sliced ? items * sizeof(Slice) : 0);
+  scratch.reserve(bytes);
+  std::byte* host = scratch.host();
+  if (reinterpret_cast<const std::byte*>(pieces.data()) != host) {
+    std::memcpy(host, pieces.data(), piece_bytes);
+  }
+  if (sliced) {
+    auto* slices = reinterpret_cast<Slice*>(host + piece_bytes);
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      const std::size_t n = (pieces[i].bytes + kSlice - 1) / kSlice;
+      for (std::size_t k = 0; k < n; ++k) {
+        slices[at++] = {static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(k)};
+      }
+    }
+  }
+  std::byte* d = scratch.device();
+  SPILLWAY_CUDA_TRY(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, raw(stream)));
+  const auto* d_pieces = reinterpret_cast<const Piece*>(d);
+  const auto* d_slices = sliced ? reinterpret_cast<const Slice*>(d + piece_bytes) : nullptr;
+  const std::size_t warps_per_block = kThreads / kWarp;
+  const auto blocks = static_cast<unsigned>(
+      std::min<std::size_t>((items + warps_per_block - 1) / warps_per_block, resident_blocks()));
+  pieces_kernel<<<blocks, kThreads, 0, raw(stream)>>>(d_pieces, d_slices,
+                                                      static_cast<std::uint32_t>(items));
+  SPILLWAY_CUDA_TRY(cudaGetLastError());
+}
+
+}  // namespace
+
+CopyScratch::~CopyScratch() {
+  cuda::free_pinned(host_);
+  cuda::free_device(device_);
+}
+
+void CopyScratch::reserve(std::size_t bytes) {
+  if (bytes <= bytes_) return;
+  bytes = std::max(bytes, 2 * bytes_);
+  auto* host = static_cast<std::byte*>(cuda::malloc_pinned(bytes));
+  std::byte* device = nullptr;
+  try {
+    device = static_cast<std::byte*>(cuda::malloc_device(bytes));
+  } catch (...) {
+    cuda::free_pinned(host);
+    throw;
+  }
+  if (bytes_ > 0) std::memcpy(host, host_, bytes_);
+  cuda::free_pinned(host_);
+  cuda::free_device(device_);
+  host_ = host;
+  device_ = device;
+  bytes_ = bytes;
+}
+
+std::span<Piece> CopyScratch::pieces(std::size_t n) {
+  reserve(n * sizeof(Piece));
+  return {reinterpret_cast<Piece*>(host_), n};
+}
+
+void copy_pieces(std::span<const Piece> pieces, CopyMethod method, Stream stream,
+                 CopyScratch& scratch) {
+  if (pieces.empty()) return;
+  switch (method) {
+    case CopyMethod::kernel:
+      launch_kernel(pieces, stream, scratch);
+      return;
+    case CopyMethod::batch: {
+      std::vector<void*> dsts(pieces.size());
+      std::vector<const void*> srcs(pieces.size());
+      std::vector<std::size_t> sizes(pieces.size());
+      for (std::size_t i = 0; i < pieces.size(); ++i) {
+        dsts[i] = pieces[i].dst;
+        srcs[i] = pieces[i].src;
+        sizes[i] = pieces[i].bytes;
+      }
+      cuda::memcpy_batch_async(dsts.data(), srcs.data(), sizes.data(), pieces.size(), stream);
+      return;
+    }
+    case CopyMethod::per_chunk:
+      for (const Piece& p : pieces) cuda::memcpy_async(p.dst, p.src, p.bytes, stream);
+      return;
+    case CopyMethod::automatic:
+      break;
+  }
+  SPILLWAY_FAIL("cuda_ipc: copy_pieces needs a method chosen");
+}
+
+}  // namespace spillway::transfer::detail

@@ -1,0 +1,99 @@
+// The other process of test_transfer_cuda_ipc: an engine on the cuda_ipc backend with one
+// registered region (argv: device|pinned|host, bytes), zero-filled. It prints its metadata and
+// the region (hex, one line each), then answers its peer's control messages:
+//   'E' imm(u32) -> waits up to 10 s for one imm, answers 1 (arrived) or 0;
+//   'D'          -> answers the region's bytes as they are now;
+//   'F' byte     -> fills the region with that byte, answers 1;
+//   'Q'          -> exits 0.
+// It exits 1 when its stdin closes (the test died) or after 60 s without a message.
+#include <spillway/core/cuda.hpp>
+#include <spillway/transfer/engine.hpp>
+
+#include <sys/prctl.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+using namespace spillway;
+using namespace spillway::transfer;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string hex(const std::vector<std::uint8_t>& v) {
+  std::string s;
+  char b[3];
+  for (auto x : v) {
+    std::snprintf(b, sizeof(b), "%02x", x);
+    s += b;
+  }
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (argc != 3) return 2;
+  const std::string kind = argv[1];
+  const std::size_t bytes = std::stoull(argv[2]);
+  const MemoryType type = kind == "device"   ? MemoryType::DEVICE
+                          : kind == "pinned" ? MemoryType::PINNED_HOST
+                                             : MemoryType::HOST;
+  try {
+    EngineOptions o;
+    o.backend = "cuda_ipc";
+    o.heartbeat_interval = 50ms;
+    o.peer_timeout = 2000ms;
+    TransferEngine engine(o);
+    void* p = type == MemoryType::DEVICE        ? cuda::malloc_device(bytes)
+              : type == MemoryType::PINNED_HOST ? cuda::malloc_pinned(bytes)
+                                                : static_cast<void*>(new std::uint8_t[bytes]);
+    const auto fill = [&](std::uint8_t v) {
+      if (type == MemoryType::DEVICE) {
+        cuda::memset_device(p, v, bytes);
+      } else {
+        std::memset(p, v, bytes);
+      }
+    };
+    fill(0);
+    const Region r = engine.register_memory(p, bytes, type, type == MemoryType::DEVICE ? 0 : -1);
+    std::cout << hex(engine.metadata()) << "\n"
+              << hex(engine.export_region(r, 0, bytes).to_bytes()) << std::endl;
+    for (;;) {
+      auto m = engine.recv_control(60s);
+      if (!m) return 1;
+      const auto& [peer, body] = *m;
+      if (body.empty()) return 3;
+      if (body[0] == 'Q') return 0;
+      if (body[0] == 'E' && body.size() == 5) {
+        std::uint32_t imm = 0;
+        std::memcpy(&imm, body.data() + 1, 4);
+        const bool ok = engine.expect_imm(imm, 1, Deadline::in(10s)).wait() == Status::ok;
+        engine.send_control(peer, std::vector<std::uint8_t>{static_cast<std::uint8_t>(ok)});
+      } else if (body[0] == 'D') {
+        std::vector<std::uint8_t> out(bytes);
+        if (type == MemoryType::DEVICE) {
+          cuda::memcpy_async(out.data(), p, bytes, Stream{});
+          Stream{}.synchronize();
+        } else {
+          std::memcpy(out.data(), p, bytes);
+        }
+        engine.send_control(peer, out);
+      } else if (body[0] == 'F' && body.size() == 2) {
+        fill(body[1]);
+        engine.send_control(peer, std::vector<std::uint8_t>{1});
+      } else {
+        return 4;
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "ipc_peer: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,259 @@
+// The cuda_ipc backend between two processes on one GPU (skipped without one): batches of
+// scattered chunks from device memory into another process's pinned, pageable and device
+// memory and back, with every copy method; imms; a forged remote range the target refuses
+// without writing anything; host to host refused; a killed target ends its tickets as
+// peer_gone. The other process is ipc_peer (a fresh exec: CUDA does not survive a fork).
+
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/transfer/engine.hpp>
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace spillway::transfer {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::size_t kRegion = 1 << 20;  // a dump of it fits one control message
+
+std::vector<std::uint8_t> unhex(const std::string& s) {
+  std::vector<std::uint8_t> v(s.size() / 2);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] = static_cast<std::uint8_t>(std::stoul(s.substr(2 * i, 2), nullptr, 16));
+  }
+  return v;
+}
+
+std::string helper_path() {
+  char self[4096] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string path(self, n > 0 ? static_cast<std::size_t>(n) : 0);
+  return path.substr(0, path.rfind('/')) + "/transfer_ipc_peer";
+}
+
+/// The other process: started with its memory kind, killed (if still there) when done.
+struct Peer {
+  pid_t pid{-1};
+  std::vector<std::uint8_t> metadata;
+  RemoteRegion region;
+
+  explicit Peer(const std::string& kind) {
+    int out[2];
+    EXPECT_EQ(::pipe(out), 0);
+    pid = ::fork();
+    if (pid == 0) {
+      ::dup2(out[1], 1);
+      ::close(out[0]);
+      const std::string path = helper_path();
+      const std::string bytes = std::to_string(kRegion);
+      ::execl(path.c_str(), path.c_str(), kind.c_str(), bytes.c_str(), nullptr);
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    FILE* f = ::fdopen(out[0], "r");
+    const auto line = [&] {
+      std::string s;
+      for (int c; (c = std::fgetc(f)) != EOF && c != '\n';) s += static_cast<char>(c);
+      return s;
+    };
+    metadata = unhex(line());
+    const auto region_bytes = unhex(line());
+    std::fclose(f);
+    if (!region_bytes.empty()) region = RemoteRegion::from_bytes(region_bytes);
+  }
+  ~Peer() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
+};
+
+std::vector<std::uint8_t> ask(TransferEngine& e, PeerId peer, std::vector<std::uint8_t> m) {
+  e.send_control(peer, m);
+  auto reply = e.recv_control(20s);
+  EXPECT_TRUE(reply.has_value()) << "the peer process did not answer";
+  return reply ? reply->second : std::vector<std::uint8_t>{};
+}
+
+bool peer_got_imm(TransferEngine& e, PeerId peer, std::uint32_t imm) {
+  std::vector<std::uint8_t> m{'E', 0, 0, 0, 0};
+  std::memcpy(m.data() + 1, &imm, 4);
+  const auto r = ask(e, peer, m);
+  return r.size() == 1 && r[0] == 1;
+}
+
+/// Scattered chunks of odd sizes, none overlapping on either side.
+std::vector<Chunk> scattered(std::size_t n, std::size_t max_len, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const std::size_t slot = kRegion / n;
+  std::vector<std::size_t> src(n);
+  std::vector<std::size_t> dst(n);
+  for (std::size_t i = 0; i < n; ++i) src[i] = dst[i] = i;
+  std::shuffle(src.begin(), src.end(), rng);
+  std::shuffle(dst.begin(), dst.end(), rng);
+  std::vector<Chunk> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t len = 1 + rng() % std::min(max_len, slot);
+    const std::size_t skew = rng() % (slot - len + 1);
+    out.push_back({src[i] * slot + skew, dst[i] * slot, len});
+  }
+  return out;
+}
+
+/// Device memory of this process with random bytes, and their host copy.
+struct DeviceSource {
+  void* ptr{cuda::malloc_device(kRegion)};
+  std::vector<std::uint8_t> host = std::vector<std::uint8_t>(kRegion);
+  DeviceSource() {
+    std::mt19937_64 rng(7);
+    for (auto& b : host) b = static_cast<std::uint8_t>(rng());
+    cuda::memcpy_async(ptr, host.data(), kRegion, Stream{});
+    Stream{}.synchronize();
+  }
+  ~DeviceSource() { cuda::free_device(ptr); }
+  DeviceSource(const DeviceSource&) = delete;
+  DeviceSource& operator=(const DeviceSource&) = delete;
+};
+
+EngineOptions ipc(const std::string& copy) {
+  EngineOptions o;
+  o.backend = "cuda_ipc";
+  o.ipc_copy = copy;
+  o.heartbeat_interval = 50ms;
+  o.peer_timeout = 2000ms;
+  return o;
+}
+
+class CudaIpc : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  void SetUp() override {
+    if (!cuda::is_available()) GTEST_SKIP() << "no GPU";
+  }
+};
+
+// Device memory here into the other process's memory of each kind, then read back into
+// pinned memory here; every byte is checked, and those outside the chunks stay zero.
+TEST_P(CudaIpc, ScatteredChunksArriveExactlyWithTheirImm) {
+  const auto& [kind, copy] = GetParam();
+  TransferEngine engine(ipc(copy));
+  Peer other(kind);
+  ASSERT_FALSE(other.metadata.empty()) << "ipc_peer did not start";
+  const PeerId peer = engine.add_peer(other.metadata);
+  DeviceSource src;
+  const Region rs = engine.register_memory(src.ptr, kRegion, MemoryType::DEVICE, 0);
+  for (const std::size_t max_len : {std::size_t{1}, std::size_t{4096}, std::size_t{70000}}) {
+    ASSERT_EQ(ask(engine, peer, {'F', 0}), std::vector<std::uint8_t>{1});
+    const auto chunks = scattered(max_len == 1 ? 1000 : 12, max_len, 11);
+    const std::uint32_t imm = 100 + static_cast<std::uint32_t>(max_len);
+    const Ticket t = engine.write(rs, other.region, chunks, imm, Deadline::in(20s));
+    ASSERT_EQ(t.wait(), Status::ok) << t.message();
+    EXPECT_TRUE(peer_got_imm(engine, peer, imm));
+    std::vector<std::uint8_t> expected(kRegion, 0);
+    for (const Chunk& c : chunks) {
+      std::memcpy(expected.data() + c.dst_offset, src.host.data() + c.src_offset, c.length);
+    }
+    const auto dump = ask(engine, peer, {'D'});
+    ASSERT_EQ(dump.size(), kRegion);
+    ASSERT_TRUE(dump == expected) << "bytes differ after a write of chunks up to " << max_len;
+
+    // And back: the same chunks, read from there into pinned memory here.
+    void* back = cuda::malloc_pinned(kRegion);
+    std::memset(back, 0, kRegion);
+    const Region rb = engine.register_memory(back, kRegion, MemoryType::PINNED_HOST);
+    std::vector<Chunk> reversed;
+    for (const Chunk& c : chunks) reversed.push_back({c.dst_offset, c.src_offset, c.length});
+    if (kind == "device") {
+      const Ticket r = engine.read(other.region, rb, reversed, Deadline::in(20s));
+      ASSERT_EQ(r.wait(), Status::ok) << r.message();
+      for (const Chunk& c : chunks) {
+        ASSERT_EQ(0, std::memcmp(static_cast<std::uint8_t*>(back) + c.src_offset,
+                                 src.host.data() + c.src_offset, c.length));
+      }
+    } else {  // host memory there and here: no GPU memory on either side
+      const Ticket r = engine.read(other.region, rb, reversed, Deadline::in(20s));
+      EXPECT_EQ(r.wait(), Status::error);
+      EXPECT_NE(r.message().find("neither side"), std::string::npos) << r.message();
+    }
+    engine.deregister_memory(rb);
+    cuda::free_pinned(back);
+  }
+  engine.send_control(peer, std::vector<std::uint8_t>{'Q'});
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, CudaIpc,
+                         ::testing::Combine(::testing::Values("pinned", "host", "device"),
+                                            ::testing::Values("kernel", "batch", "per_chunk")),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                         });
+
+class CudaIpcFaults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::is_available()) GTEST_SKIP() << "no GPU";
+  }
+};
+
+// A remote range forged larger than the target's registration passes the initiator's check
+// (it only knows the range) and is refused by the target, which writes nothing.
+TEST_F(CudaIpcFaults, AForgedRangeIsRefusedByTheTargetAndNothingIsWritten) {
+  TransferEngine engine(ipc("auto"));
+  Peer other("pinned");
+  const PeerId peer = engine.add_peer(other.metadata);
+  DeviceSource src;
+  const Region rs = engine.register_memory(src.ptr, kRegion, MemoryType::DEVICE, 0);
+  RemoteRegion forged = other.region;
+  forged.length = 2 * kRegion;
+  forged = RemoteRegion::from_bytes(forged.to_bytes());
+  const std::vector<Chunk> chunks{{0, 0, 4096}, {0, kRegion + 4096, 4096}};
+  const Ticket t = engine.write(rs, forged, chunks, 5u, Deadline::in(20s));
+  EXPECT_EQ(t.wait(), Status::error);
+  EXPECT_NE(t.message().find("outside"), std::string::npos) << t.message();
+  const auto dump = ask(engine, peer, {'D'});
+  EXPECT_TRUE(dump == std::vector<std::uint8_t>(kRegion, 0)) << "the refused batch wrote";
+  std::vector<std::uint8_t> m{'E', 5, 0, 0, 0};
+  EXPECT_EQ(ask(engine, peer, m), std::vector<std::uint8_t>{0}) << "a refused batch's imm came";
+}
+
+// The target dies: what is in flight to it, and what comes after, ends as peer_gone.
+TEST_F(CudaIpcFaults, AKilledTargetEndsItsTicketsAsPeerGone) {
+  TransferEngine engine(ipc("auto"));
+  Peer other("pinned");
+  const PeerId peer = engine.add_peer(other.metadata);
+  DeviceSource src;
+  const Region rs = engine.register_memory(src.ptr, kRegion, MemoryType::DEVICE, 0);
+  const auto chunks = scattered(256, 4096, 3);
+  ASSERT_EQ(engine.write(rs, other.region, chunks, 1u, Deadline::in(20s)).wait(), Status::ok);
+  ::kill(other.pid, SIGKILL);
+  ::waitpid(other.pid, nullptr, 0);
+  other.pid = -1;
+  const auto t0 = std::chrono::steady_clock::now();
+  Status s = Status::ok;
+  for (int i = 0; i < 1000 && s == Status::ok; ++i) {
+    s = engine.write(rs, other.region, chunks, 1u, Deadline::in(20s)).wait();
+  }
+  EXPECT_EQ(s, Status::peer_gone);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  EXPECT_TRUE(engine.peers().empty());
+  (void)peer;
+}
+
+}  // namespace
+}  // namespace spillway::transfer
