@@ -51,6 +51,13 @@ if [ "$only" = all ] || [ "$only" = bench ]; then
     --benchmark_out="$OUT/bench_table_gpu.json" --benchmark_out_format=json \
     > "$OUT/bench_table_gpu.log" 2>&1 || { fail=1; tail -30 "$OUT/bench_table_gpu.log"; }
   python3 scripts/bench-table.py "$OUT/bench_table_gpu.json" | tail -n +3 >> "$OUT/bench_table.md" || fail=1
+  # The transfer engine's cuda_ipc copies alone, then between two processes on this GPU.
+  "$B"/bench/bench_ipc_copy > "$OUT/bench_ipc_copy.log" 2>&1 || { fail=1; tail -30 "$OUT/bench_ipc_copy.log"; }
+  for dst in pinned device; do
+    timeout 120 "$B"/tools/spillway-bench-transfer --backend cuda_ipc --src device --dst "$dst" \
+      --verify -r 5 > "$OUT/bench_transfer_cuda_ipc_$dst.log" 2>&1 ||
+      { fail=1; tail -30 "$OUT/bench_transfer_cuda_ipc_$dst.log"; }
+  done
 fi
 
 if [ "$only" = all ] || [ "$only" = comm ]; then

@@ -204,6 +204,23 @@ INSTANTIATE_TEST_SUITE_P(Kinds, CudaIpc,
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param);
                          });
 
+// Everywhere, GPU or not: a bad option, or no GPU, is an error that says so.
+TEST(CudaIpcOptions, AnUnknownCopyMethodOrNoGpuIsAClearError) {
+  try {
+    TransferEngine engine(ipc("dma"));
+    ADD_FAILURE() << "an unknown ipc_copy was taken";
+  } catch (const logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown ipc_copy 'dma'"), std::string::npos) << e.what();
+  }
+  if (cuda::is_available()) return;
+  try {
+    TransferEngine engine(ipc("auto"));
+    ADD_FAILURE() << "a cuda_ipc engine without a GPU";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a GPU"), std::string::npos) << e.what();
+  }
+}
+
 class CudaIpcFaults : public ::testing::Test {
  protected:
   void SetUp() override {
