@@ -355,9 +355,7 @@ class CudaIpcBackend final : public Backend {
     cuda::event_record(f.slot->start, stream_);
     copy_pieces(pieces, choose(wanted, bytes / pieces.size(), kernel_ok, over_pcie), stream_,
                 f.slot->scratch);
-    f.slot->prepared_us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - began_)
-            .count();
+    f.slot->prepared_us = micros_since(began_);
     cuda::event_record(f.slot->event, stream_);
     counters_.chunks_posted += pieces.size();
     inflight_.push_back(std::move(f));
@@ -478,7 +476,14 @@ class CudaIpcBackend final : public Backend {
     std::uint8_t* reach = reachable(region);
     std::uint8_t* mine =
         (reach != nullptr ? reach : static_cast<std::uint8_t*>(region.region.ptr)) + offset;
-    std::uint8_t* other = mapped(from, theirs) + theirs.offset;
+    std::uint8_t* other = nullptr;
+    try {
+      other = mapped(from, theirs) + theirs.offset;
+    } catch (const std::exception& e) {  // the initiator's memory: its error, not a bad frame
+      reply(from, seq,
+            std::string("cuda_ipc: the target cannot map the initiator's memory: ") + e.what());
+      return;
+    }
     InFlight f;
     f.reply_to = from;
     f.seq = seq;
@@ -502,8 +507,12 @@ class CudaIpcBackend final : public Backend {
       p = is_read ? Piece{other + dst_offset, mine + src_offset, bytes}
                   : Piece{mine + dst_offset, other + src_offset, bytes};
     }
-    enqueue(std::move(f), pieces, static_cast<CopyMethod>(method), reach != nullptr,
-            region.region.type != MemoryType::DEVICE);
+    try {
+      enqueue(std::move(f), pieces, static_cast<CopyMethod>(method), reach != nullptr,
+              region.region.type != MemoryType::DEVICE);
+    } catch (const std::exception& e) {
+      reply(from, seq, std::string("cuda_ipc: the target's copy failed: ") + e.what());
+    }
   }
 
   void reply(std::uint64_t to, std::uint64_t seq, const std::string& error) {
