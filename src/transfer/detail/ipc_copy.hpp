@@ -51,7 +51,7 @@ class CopyScratch {
  private:
   std::byte* host_{nullptr};
   std::byte* device_{nullptr};
-  std::size_t bytes_{0};
+  [[maybe_unused]] std::size_t bytes_{0};  // unused in a build without CUDA
 };
 
 /// Queues the copies on `stream` (a stream of spillway's own). `method` is not automatic.
