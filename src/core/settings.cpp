@@ -331,6 +331,29 @@ const Field<std::size_t> mpi_ipc_slot{
     [](const std::size_t& n) -> const char* {
       return n > 0 && n <= (std::size_t{1} << 30) ? nullptr : "within 1 B..1 GiB";
     }};
+const Field<std::string> transfer_backend{
+    "SPILLWAY_TRANSFER_BACKEND",
+    &OptionValues::transfer_backend,
+    "auto",
+    "The transfer engine backend of the `transfer` communicator: `libfabric`, `loopback` (ranks "
+    "of one process only) or `auto` (libfabric where built, else loopback).",
+    [](const std::string& t, const char* var) {
+      SPILLWAY_EXPECTS(t == "auto" || t == "libfabric" || t == "loopback",
+                       std::string(var) + " must be auto, libfabric or loopback, got '" + t + "'");
+      return t;
+    },
+    show_string};
+const Field<std::string> transfer_provider{
+    "SPILLWAY_TRANSFER_PROVIDER",
+    &OptionValues::transfer_provider,
+    "tcp",
+    "The libfabric provider of the `transfer` communicator: `tcp`, `shm` (processes of one "
+    "node), `verbs`, `efa` or `sockets`.",
+    [](const std::string& t, const char* var) {
+      SPILLWAY_EXPECTS(!t.empty(), std::string(var) + ": the provider must not be empty");
+      return t;
+    },
+    show_string};
 const Field<LogLevel> log_level{
     "SPILLWAY_LOG_LEVEL",
     &OptionValues::log_level,
@@ -342,16 +365,34 @@ const Field<LogLevel> log_level{
 }  // namespace field
 
 const std::vector<Setting>& registry() {
-  static const std::vector<Setting> all{
-      erase(field::spill_dir),        erase(field::device_limit),    erase(field::pinned_limit),
-      erase(field::host_limit),       erase(field::disk_limit),      erase(field::device_allocator),
-      erase(field::device_pool_size), erase(field::pinned_pool),     erase(field::pinned_reserve),
-      erase(field::host_cache),       erase(field::io_threads),      erase(field::io_task_size),
-      erase(field::io_direct),        erase(field::io_numa),         erase(field::io_gds),
-      erase(field::spill_task_size),  erase(field::spill_file_size), erase(field::staging_size),
-      erase(field::spill_period),     erase(field::memory_wait),     erase(field::progress_spin),
-      erase(field::spill_injection),  erase(field::comm_timeout),    erase(field::mpi_ipc_window),
-      erase(field::mpi_ipc_slot),     erase(field::log_level)};
+  static const std::vector<Setting> all{erase(field::spill_dir),
+                                        erase(field::device_limit),
+                                        erase(field::pinned_limit),
+                                        erase(field::host_limit),
+                                        erase(field::disk_limit),
+                                        erase(field::device_allocator),
+                                        erase(field::device_pool_size),
+                                        erase(field::pinned_pool),
+                                        erase(field::pinned_reserve),
+                                        erase(field::host_cache),
+                                        erase(field::io_threads),
+                                        erase(field::io_task_size),
+                                        erase(field::io_direct),
+                                        erase(field::io_numa),
+                                        erase(field::io_gds),
+                                        erase(field::spill_task_size),
+                                        erase(field::spill_file_size),
+                                        erase(field::staging_size),
+                                        erase(field::spill_period),
+                                        erase(field::memory_wait),
+                                        erase(field::progress_spin),
+                                        erase(field::spill_injection),
+                                        erase(field::comm_timeout),
+                                        erase(field::mpi_ipc_window),
+                                        erase(field::mpi_ipc_slot),
+                                        erase(field::transfer_backend),
+                                        erase(field::transfer_provider),
+                                        erase(field::log_level)};
   return all;
 }
 

@@ -18,8 +18,12 @@ enum class RankKind {
   single,  ///< one rank, this thread (make_single_communicator)
   local,   ///< N ranks as threads of this process (LocalCommunicator)
   mpi,     ///< this process's rank of an MPI job (make_mpi_communicator)
+  /// over transfer engines (make_transfer_communicator): this process's rank under
+  /// spillway-run, else N ranks as threads of this process meeting in a private directory
+  transfer,
 };
-/// Parses "single|local|mpi" (the tools' -C). @throws spillway::logic_error naming the choices
+/// Parses "single|local|mpi|transfer" (the tools' -C). @throws spillway::logic_error naming the
+/// choices
 RankKind parse_rank_kind(const std::string& text);
 
 /// What run_ranks does besides calling the rank function.
@@ -40,7 +44,8 @@ using RankFunction = std::function<int(Communicator& comm, BufferResource& br)>;
 /// Runs `fn` on each rank of this process, each with a BufferResource of `config` (on its
 /// GPU) and its communicator: `nranks` threads for `local`, one call for `single`, this
 /// process's rank for `mpi` (mpi::init before, mpi::finalize after; `nranks` is then the job's,
-/// and not checked). Ranks that share a GPU split it (shared_gpu_config). A rank that throws is
+/// and not checked), and for `transfer` this process's rank under spillway-run, else `nranks`
+/// threads. Ranks that share a GPU split it (shared_gpu_config). A rank that throws is
 /// reported (LaunchOptions::on_error) and gives 1: a local rank then leaves its group, so that
 /// peers waiting on it fail instead of waiting; an MPI rank aborts the job (mpi::abort), since
 /// the other processes may wait on it. Returns the largest exit code of this process's ranks.

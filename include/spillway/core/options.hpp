@@ -61,6 +61,8 @@ struct OptionValues {
   std::chrono::milliseconds comm_timeout{};   ///< SPILLWAY_COMM_TIMEOUT
   std::size_t mpi_ipc_window{};               ///< SPILLWAY_MPI_IPC_WINDOW
   std::size_t mpi_ipc_slot{};                 ///< SPILLWAY_MPI_IPC_SLOT
+  std::string transfer_backend;               ///< SPILLWAY_TRANSFER_BACKEND
+  std::string transfer_provider;              ///< SPILLWAY_TRANSFER_PROVIDER
   LogLevel log_level{};                       ///< SPILLWAY_LOG_LEVEL
 
   friend bool operator==(const OptionValues&, const OptionValues&) = default;

@@ -1,0 +1,48 @@
+#pragma once
+/// @file transfer.hpp
+/// A communicator over the transfer engine (transfer/engine.hpp): one rank per engine, ranks in
+/// threads of one process or in processes on any nodes, with no MPI. The ranks meet through a
+/// rendezvous directory (bootstrap.hpp: the one spillway-run makes, or any directory all ranks
+/// see, such as one on a shared file system): each rank publishes its engine's metadata there
+/// and connects to every other rank's engine.
+///
+/// Transfers are receiver-driven, like a rendezvous protocol of MPI. A receive registers its
+/// buffer with the engine and offers it to the sender in a control message; the sender's
+/// matching send writes the whole buffer into it with one one-sided write, whose imm tells the
+/// receiver that the bytes are in place. Offers and sends of one (peer, tag) pair up in posting
+/// order. Small messages and the barrier are control messages. A dead peer (the engine's
+/// liveness check on its control channel) fails every transfer with it.
+///
+/// Device buffers are staged through a host buffer of the sender's or receiver's resource
+/// (PINNED_HOST where live, else HOST), whole, since the libfabric providers here have no
+/// FI_HMEM. A self-send is copied directly.
+
+#include <spillway/comm/bootstrap.hpp>
+#include <spillway/comm/communicator.hpp>
+#include <spillway/memory/buffer_resource.hpp>
+
+#include <memory>
+#include <string>
+
+namespace spillway {
+
+struct TransferCommOptions {
+  /// The engine backend: "libfabric", "loopback" (ranks of one process) or "auto"; empty:
+  /// SPILLWAY_TRANSFER_BACKEND.
+  std::string backend;
+  /// The libfabric provider; empty: SPILLWAY_TRANSFER_PROVIDER.
+  std::string provider;
+  /// The address the engine's control channel binds to.
+  std::string address{"127.0.0.1"};
+};
+
+/// This rank's communicator over a transfer engine of its own; collective over the `nranks`
+/// ranks of `launch`, which meet in `launch.dir` under names carrying `launch.token`. `br`
+/// provides the staging buffers of device transfers and must outlive the communicator.
+/// @throws spillway::comm_error when a rank has not published its engine, or cannot be
+/// reached, within the communicator's timeout; spillway::logic_error for a bad option
+std::unique_ptr<Communicator> make_transfer_communicator(BufferResource& br,
+                                                         const LaunchInfo& launch,
+                                                         const TransferCommOptions& options = {});
+
+}  // namespace spillway
