@@ -7,6 +7,7 @@
 // bytes this rank sent over its time. Global throughput: the bytes all ranks sent over the
 // slowest rank's time (one figure for the whole exchange).
 #include <spillway/comm/bootstrap.hpp>
+#include <spillway/comm/collectives.hpp>
 #include <spillway/comm/launch.hpp>
 #include <spillway/comm/local.hpp>
 #include <spillway/comm/mpi.hpp>
@@ -61,8 +62,9 @@ struct Options {
   cli::print_usage(
       "spillway-bench-comm", error,
       "usage: spillway-bench-comm [options]\n"
-      "  -C local|mpi|single  communicator (default local; mpi: run under mpirun)\n"
-      "  --ranks N            ranks of -C local (default 2)\n"
+      "  -C local|mpi|single|transfer  communicator (default local; mpi: run under mpirun;\n"
+      "                       transfer: under spillway-run, else --ranks threads)\n"
+      "  --ranks N            ranks of -C local and transfer (default 2)\n"
       "  -s SIZE              bytes per message, e.g. 64KiB, 256MiB (default 1MiB)\n"
       "  -n N                 messages per peer and run, all in flight (default 1)\n"
       "  -r N                 timed runs (default 5)\n"
@@ -431,6 +433,44 @@ int run_mpi(const Options& o) {
 #endif
 }
 
+/// Over the transfer communicator: between the processes of spillway-run (then MPI_Alltoallv
+/// of the same bytes is the peer, in the same run, for host memory), else between threads.
+int run_transfer(const Options& o) {
+  LaunchOptions launch;
+  launch.program = "spillway-bench-comm";
+  const bool processes = bootstrap::from_environment().has_value();
+  return run_ranks(
+      RankKind::transfer, o.ranks, rank_config(o),
+      [&](Communicator& comm, BufferResource& br) {
+        const int me = comm.rank();
+        const int n = comm.nranks();
+        auto max_over = [&](double s) {
+          constexpr OpID kTimes = 0xFFFE;  // the exchange uses op 1
+          return allreduce(comm, kTimes, std::span(&s, 1), ReduceOp::max).at(0);
+        };
+        auto [mine, slowest] = exchange(comm, br, o, max_over);
+        report("spillway", o, n, mine, slowest, me == 0);
+        const bool a2a = o.baseline && processes && o.tier != MemoryType::DEVICE;
+#if SPILLWAY_HAS_MPI
+        if (a2a) {
+          mpi::init(nullptr, nullptr);  // spillway-run's ranks join as MPI singletons
+          auto base = alltoallv(o, n, me);
+          if (me == 0 && !base.empty()) {
+            report("MPI_Alltoallv", o, n, base, base, true);
+            print_ratio("MPI_Alltoallv", slowest, base);
+          }
+          mpi::finalize();
+        }
+#endif
+        if (o.baseline && me == 0 && (!a2a || !mpi::is_compiled())) {
+          std::cout << "baseline: none here (MPI_Alltoallv needs host memory, processes of "
+                       "spillway-run and a build with MPI)\n";
+        }
+        return 0;
+      },
+      launch);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -441,9 +481,11 @@ int main(int argc, char** argv) {
   }
   try {
     std::cout << "spillway-bench-comm: -C " << o.comm << " ranks "
-              << (o.comm == "mpi" ? std::string("(mpirun)") : std::to_string(o.ranks))
+              << (o.comm == "mpi" || bootstrap::from_environment() ? std::string("(of the launch)")
+                                                                   : std::to_string(o.ranks))
               << " | message " << format_bytes(double(o.size)) << " x " << o.ops << " per peer | "
               << to_string(o.tier) << " | runs " << o.runs << " (+" << o.warmups << " warm-up)\n";
+    if (o.comm == "transfer") return run_transfer(o);
     return o.comm == "mpi" ? run_mpi(o) : run_local(o);
   } catch (const std::exception& e) {
     std::cerr << "spillway-bench-comm: " << e.what() << "\n";
