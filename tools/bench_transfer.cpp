@@ -13,6 +13,7 @@
 #include <spillway/comm/bootstrap.hpp>
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
+#include <spillway/core/hex.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/transfer/engine.hpp>
 
@@ -279,24 +280,6 @@ EngineOptions engine_options(const Options& o) {
   return e;
 }
 
-std::string hex(const std::vector<std::uint8_t>& v) {
-  std::string s;
-  char b[3];
-  for (auto x : v) {
-    std::snprintf(b, sizeof(b), "%02x", x);
-    s += b;
-  }
-  return s;
-}
-std::vector<std::uint8_t> unhex(const std::string& s) {
-  SPILLWAY_EXPECTS(s.size() % 2 == 0, "rendezvous: odd-length hex", corrupt_data_error);
-  std::vector<std::uint8_t> v(s.size() / 2);
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    v[i] = static_cast<std::uint8_t>(std::stoul(s.substr(2 * i, 2), nullptr, 16));
-  }
-  return v;
-}
-
 /// Where the two processes leave what the other needs.
 struct Meeting {
   std::optional<LaunchInfo> launch;
@@ -304,13 +287,13 @@ struct Meeting {
   pid_t child{-1};  // the target this program started
 
   void publish(const std::string& key, const std::vector<std::uint8_t>& value) const {
-    if (launch) return bootstrap::publish(*launch, key, hex(value));
+    if (launch) return bootstrap::publish(*launch, key, to_hex(value));
     const auto tmp = dir / (key + ".tmp");
-    std::ofstream(tmp) << hex(value);
+    std::ofstream(tmp) << to_hex(value);
     std::filesystem::rename(tmp, dir / key);
   }
   std::vector<std::uint8_t> lookup(const std::string& key, int from) const {
-    if (launch) return unhex(bootstrap::lookup(*launch, key, from, 60s));
+    if (launch) return from_hex(bootstrap::lookup(*launch, key, from, 60s));
     const auto until = std::chrono::steady_clock::now() + 60s;
     while (!std::filesystem::exists(dir / key)) {
       if (child > 0 && ::waitpid(child, nullptr, WNOHANG) == child) {
@@ -324,7 +307,7 @@ struct Meeting {
     std::ifstream in(dir / key);
     std::string s;
     in >> s;
-    return unhex(s);
+    return from_hex(s);
   }
 };
 

@@ -1,4 +1,5 @@
 #include <spillway/core/error.hpp>
+#include <spillway/core/hex.hpp>
 #include <spillway/core/limit.hpp>
 #include <spillway/core/units.hpp>
 
@@ -48,4 +49,22 @@ TEST(Limit, ParseAndResolve) {
   EXPECT_THROW((void)Limit::parse("150%"), logic_error);
   EXPECT_THROW((void)Limit::parse("x%"), logic_error);
   EXPECT_THROW((void)Limit::fraction(-0.1), logic_error);
+}
+
+TEST(Hex, RoundTripsEveryByteAndNamesBadText) {
+  std::vector<std::uint8_t> all(256);
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::uint8_t>(i);
+  const std::string text = spillway::to_hex(all);
+  EXPECT_EQ(text.substr(0, 8), "00010203");
+  EXPECT_EQ(text.substr(text.size() - 4), "feff");
+  EXPECT_EQ(spillway::from_hex(text), all);
+  EXPECT_EQ(spillway::from_hex("ABcd"), (std::vector<std::uint8_t>{0xab, 0xcd}));
+  EXPECT_TRUE(spillway::from_hex("").empty());
+  EXPECT_THROW((void)spillway::from_hex("abc"), spillway::corrupt_data_error);
+  try {
+    (void)spillway::from_hex("00zz");
+    ADD_FAILURE() << "no error";
+  } catch (const spillway::corrupt_data_error& e) {
+    EXPECT_NE(std::string(e.what()).find("at 2"), std::string::npos) << e.what();
+  }
 }

@@ -7,6 +7,7 @@
 //   'Q'          -> exits 0.
 // It exits 1 when its stdin closes (the test died) or after 60 s without a message.
 #include <spillway/core/cuda.hpp>
+#include <spillway/core/hex.hpp>
 #include <spillway/transfer/engine.hpp>
 
 #include <sys/prctl.h>
@@ -22,20 +23,6 @@
 using namespace spillway;
 using namespace spillway::transfer;
 using namespace std::chrono_literals;
-
-namespace {
-
-std::string hex(const std::vector<std::uint8_t>& v) {
-  std::string s;
-  char b[3];
-  for (auto x : v) {
-    std::snprintf(b, sizeof(b), "%02x", x);
-    s += b;
-  }
-  return s;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -63,8 +50,8 @@ int main(int argc, char** argv) {
     };
     fill(0);
     const Region r = engine.register_memory(p, bytes, type, type == MemoryType::DEVICE ? 0 : -1);
-    std::cout << hex(engine.metadata()) << "\n"
-              << hex(engine.export_region(r, 0, bytes).to_bytes()) << std::endl;
+    std::cout << to_hex(engine.metadata()) << "\n"
+              << to_hex(engine.export_region(r, 0, bytes).to_bytes()) << std::endl;
     for (;;) {
       auto m = engine.recv_control(60s);
       if (!m) return 1;

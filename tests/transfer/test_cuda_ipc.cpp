@@ -6,6 +6,7 @@
 
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
+#include <spillway/core/hex.hpp>
 #include <spillway/transfer/engine.hpp>
 
 #include <gtest/gtest.h>
@@ -29,14 +30,6 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr std::size_t kRegion = 1 << 20;  // a dump of it fits one control message
-
-std::vector<std::uint8_t> unhex(const std::string& s) {
-  std::vector<std::uint8_t> v(s.size() / 2);
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    v[i] = static_cast<std::uint8_t>(std::stoul(s.substr(2 * i, 2), nullptr, 16));
-  }
-  return v;
-}
 
 std::string helper_path() {
   char self[4096] = {};
@@ -70,8 +63,8 @@ struct Peer {
       for (int c; (c = std::fgetc(f)) != EOF && c != '\n';) s += static_cast<char>(c);
       return s;
     };
-    metadata = unhex(line());
-    const auto region_bytes = unhex(line());
+    metadata = from_hex(line());
+    const auto region_bytes = from_hex(line());
     std::fclose(f);
     if (!region_bytes.empty()) region = RemoteRegion::from_bytes(region_bytes);
   }
