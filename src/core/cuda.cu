@@ -166,6 +166,17 @@ IpcHandle ipc_handle(void* ptr) {
   return out;
 }
 
+std::optional<IpcHandle> ipc_handle_if_shareable(void* ptr) noexcept {
+  cudaIpcMemHandle_t h{};
+  if (cudaIpcGetMemHandle(&h, ptr) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::nullopt;
+  }
+  IpcHandle out{};
+  std::memcpy(out.data(), &h, sizeof h);
+  return out;
+}
+
 void* ipc_open(const IpcHandle& handle) {
   cudaIpcMemHandle_t h{};
   std::memcpy(&h, handle.data(), sizeof h);

@@ -53,6 +53,9 @@ std::string pci_bus_id(int /*device*/) {
 IpcHandle ipc_handle(void* /*ptr*/) {
   no_cuda("ipc_handle");
 }
+std::optional<IpcHandle> ipc_handle_if_shareable(void* /*ptr*/) noexcept {
+  return std::nullopt;
+}
 void* ipc_open(const IpcHandle& /*handle*/) {
   no_cuda("ipc_open");
 }

@@ -354,6 +354,15 @@ const Field<std::string> transfer_provider{
       return t;
     },
     show_string};
+const Field<std::size_t> transfer_ipc_window{
+    "SPILLWAY_TRANSFER_IPC_WINDOW",
+    &OptionValues::transfer_ipc_window,
+    "1GiB",
+    "Device memory each rank of the `transfer` communicator sets aside for peers on its node to "
+    "write device buffers into over CUDA IPC (the engine's cuda_ipc backend); 0, or a buffer "
+    "that does not fit what is free of it: staged through pinned host memory.",
+    parse_size,
+    show_bytes};
 const Field<LogLevel> log_level{
     "SPILLWAY_LOG_LEVEL",
     &OptionValues::log_level,
@@ -392,6 +401,7 @@ const std::vector<Setting>& registry() {
                                         erase(field::mpi_ipc_slot),
                                         erase(field::transfer_backend),
                                         erase(field::transfer_provider),
+                                        erase(field::transfer_ipc_window),
                                         erase(field::log_level)};
   return all;
 }

@@ -209,7 +209,9 @@ class CudaIpcBackend final : public Backend {
                        "transfer: register_memory of " + std::to_string(record.region.bytes) +
                            " device bytes that run past their allocation",
                        logic_error);
-      e.handle = cuda::ipc_handle(alloc.base);
+      // Memory of a stream-ordered pool has no handle: it still serves as this engine's side
+      // of a copy it makes, but no peer can map it (mapped() says so).
+      e.handle = cuda::ipc_handle_if_shareable(alloc.base).value_or(cuda::IpcHandle{});
       record.address = e.offset;
       record.blob = to_blob(e);
       record.handle = record.region.ptr;
@@ -329,6 +331,10 @@ class CudaIpcBackend final : public Backend {
   std::uint8_t* mapped(std::uint64_t backend_peer, const Exported& e) {
     PeerState& p = peers_.at(backend_peer);
     if (p.pid == pid_) return reinterpret_cast<std::uint8_t*>(e.base);  // same process
+    SPILLWAY_EXPECTS(e.handle != cuda::IpcHandle{},
+                     "cuda_ipc: the peer's device memory has no CUDA IPC handle (memory of a "
+                     "stream-ordered pool); register memory of cudaMalloc for peers to map",
+                     cuda_error);
     auto it = p.opened.find(e.handle);
     if (it == p.opened.end()) it = p.opened.emplace(e.handle, cuda::ipc_open(e.handle)).first;
     return static_cast<std::uint8_t*>(it->second);

@@ -24,15 +24,19 @@ struct Backend {
   const char* name;
   const char* backend;
   const char* provider;
+  std::size_t window{64 * MiB};  // the device window; 0: device buffers staged through host
 };
 
 const std::vector<Backend>& backends() {
-  static const std::vector<Backend> all {
-    {"loopback", "loopback", ""},
+  static const std::vector<Backend> all = [] {
+    std::vector<Backend> v{{"loopback", "loopback", ""}};
 #if SPILLWAY_HAS_LIBFABRIC
-        {"tcp", "libfabric", "tcp"}, {"shm", "libfabric", "shm"},
+    v.push_back({"tcp", "libfabric", "tcp"});
+    v.push_back({"shm", "libfabric", "shm"});
+    v.push_back({"tcp_staged", "libfabric", "tcp", 0});
 #endif
-  };
+    return v;
+  }();
   return all;
 }
 
@@ -49,7 +53,11 @@ struct Ranks {
         if (const int dev = LocalCommunicator::device_of(r); dev >= 0) cuda::set_device(dev);
         brs[r] = std::make_unique<BufferResource>(test::small_config(dir));
         const LaunchInfo launch{r, n, -1, dir, "test"};
-        comms[r] = make_transfer_communicator(*brs[r], launch, {b.backend, b.provider});
+        TransferCommOptions o;
+        o.backend = b.backend;
+        o.provider = b.provider;
+        o.ipc_window = b.window;
+        comms[r] = make_transfer_communicator(*brs[r], launch, o);
         comms[r]->set_timeout(60s);
       });
     }
@@ -224,7 +232,9 @@ TEST(TransferRanks, CorruptRendezvousDataIsAClearError) {
   { std::ofstream(dir.path() + "/bad.transfer-0-1") << "zz"; }
   const LaunchInfo launch{0, 2, -1, dir.path(), "bad"};
   try {
-    make_transfer_communicator(br, launch, {"loopback", ""});
+    TransferCommOptions o;
+    o.backend = "loopback";
+    make_transfer_communicator(br, launch, o);
     ADD_FAILURE() << "no error";
   } catch (const corrupt_data_error& e) {
     EXPECT_NE(std::string(e.what()).find("hex"), std::string::npos) << e.what();

@@ -13,15 +13,22 @@
 /// order. Small messages and the barrier are control messages. A dead peer (the engine's
 /// liveness check on its control channel) fails every transfer with it.
 ///
-/// Device buffers are staged through a host buffer of the sender's or receiver's resource
-/// (PINNED_HOST where live, else HOST), whole, since the libfabric providers here have no
-/// FI_HMEM. A self-send is copied directly.
+/// Device buffers between ranks of one node with GPUs go GPU to GPU: each rank sets aside a
+/// window of device memory (SPILLWAY_TRANSFER_IPC_WINDOW; the caller's buffers, memory of a
+/// stream-ordered pool, cannot be mapped by another process), a receive into device memory
+/// takes a range of it, the sender's GPU writes there through the engine's cuda_ipc backend,
+/// and the receiver copies it into its buffer. Otherwise (another node, a window without room,
+/// no GPU) device buffers are staged whole through a host buffer of the sender's or receiver's
+/// resource (PINNED_HOST where live, else HOST): the libfabric providers here have no FI_HMEM.
+/// A self-send is copied directly.
 
 #include <spillway/comm/bootstrap.hpp>
 #include <spillway/comm/communicator.hpp>
 #include <spillway/memory/buffer_resource.hpp>
 
+#include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace spillway {
@@ -34,6 +41,9 @@ struct TransferCommOptions {
   std::string provider;
   /// The address the engine's control channel binds to.
   std::string address{"127.0.0.1"};
+  /// The device window for peers of this node (see above); nullopt:
+  /// SPILLWAY_TRANSFER_IPC_WINDOW; 0: none.
+  std::optional<std::size_t> ipc_window;
 };
 
 /// This rank's communicator over a transfer engine of its own; collective over the `nranks`

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstddef>
+#include <optional>
 #include <string>
 
 namespace spillway::cuda {
@@ -47,6 +48,9 @@ void free_device(void* ptr) noexcept;
 /// another process on this node to map with ipc_open.
 using IpcHandle = std::array<std::byte, 64>;
 IpcHandle ipc_handle(void* ptr);
+/// The handle of the allocation at `ptr`, or nullopt where it has none (memory of a
+/// stream-ordered pool made without a handle type, as cudaMallocAsync's default pool).
+std::optional<IpcHandle> ipc_handle_if_shareable(void* ptr) noexcept;
 /// Maps another process's allocation into this one on the current device (peer access enabled
 /// lazily). @throws spillway::cuda_error when it cannot (another node, no peer path, ...)
 void* ipc_open(const IpcHandle& handle);

@@ -36,6 +36,7 @@ struct TransferWire {
     bool last{false};
     std::uint64_t size{0};
     std::uint32_t imm{0};
+    bool device{false};  ///< an offer of the device window (else of host memory)
     std::uint64_t generation{0};
     std::span<const std::uint8_t> payload;
   };
@@ -48,11 +49,12 @@ struct TransferWire {
     return w.take();
   }
   static std::vector<std::uint8_t> offer(Rank src, std::uint32_t tag, std::uint64_t size,
-                                         std::uint32_t imm,
+                                         std::uint32_t imm, bool device,
                                          const std::vector<std::uint8_t>& region) {
-    ByteWriter w = head(Kind::offer, src, tag, region.size() + 12);
+    ByteWriter w = head(Kind::offer, src, tag, region.size() + 13);
     w.put(size);
     w.put(imm);
+    w.put<std::uint8_t>(device ? 1 : 0);
     w.put_bytes(region);
     return w.take();
   }
@@ -90,6 +92,7 @@ struct TransferWire {
       case Kind::offer:
         p.size = r.get<std::uint64_t>("size");
         p.imm = r.get<std::uint32_t>("imm");
+        p.device = r.get<std::uint8_t>("device") != 0;
         if (p.size > 0 && r.remaining() == 0) r.fail("an offer of bytes without a region");
         break;
       case Kind::refuse:
