@@ -67,7 +67,7 @@ int main() {
   for (auto* dst : {dev, pinned}) {
     for (const std::size_t chunk :
          {std::size_t{4} << 10, std::size_t{16} << 10, std::size_t{64} << 10,
-          std::size_t{256} << 10, std::size_t{1} << 20}) {
+          std::size_t{256} << 10, std::size_t{1} << 20, std::size_t{16} << 20}) {
       const std::size_t n = kBatch / chunk;
       std::vector<std::size_t> s(2 * n);
       std::vector<std::size_t> d(2 * n);

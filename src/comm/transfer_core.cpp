@@ -174,14 +174,28 @@ std::shared_ptr<TransferRecv> TransferCore::post_recv(Buffer* buffer, Rank src, 
   return r;
 }
 
+/// The bytes of `r` are in its landing: a copy out of the window or a staging buffer goes on
+/// the buffer's stream (the receive completes when it has), else the receive is done.
 void TransferCore::finish(TransferRecv& r) {
   recvs_.erase(r.imm);
   try {
+    const void* from = nullptr;
+    MemoryType from_type = MemoryType::DEVICE;
     if (r.landing.window) {
-      copy_now(r.buffer->data(), MemoryType::DEVICE, window_->data() + *r.landing.window,
-               MemoryType::DEVICE, r.bytes, r.buffer->stream());
+      from = window_->data() + *r.landing.window;
     } else if (r.landing.staging) {
-      copy_now(*r.buffer, *r.landing.staging);
+      from = r.landing.staging->data();
+      from_type = r.landing.staging->mem_type();
+    }
+    if (from != nullptr && r.buffer->mem_type() == MemoryType::DEVICE) {
+      cuda::memcpy_async(r.buffer->data(), from, r.bytes, r.buffer->stream());
+      r.copied.record(r.buffer->stream());
+      r.state = TransferRecv::State::copying;
+      return;
+    }
+    if (from != nullptr) {
+      copy_now(r.buffer->data(), r.buffer->mem_type(), from, from_type, r.bytes,
+               r.buffer->stream());
     }
     release(r.landing);
     r.state = TransferRecv::State::done;
@@ -198,6 +212,10 @@ bool TransferCore::progress(TransferRecv& r) {
       r.landing.path->engine->imm_count(r.imm) > 0) {
     (void)r.landing.path->engine->expect_imm(r.imm, 1);  // takes the arrival
     finish(r);
+  }
+  if (r.state == TransferRecv::State::copying && r.copied.is_complete()) {
+    release(r.landing);
+    r.state = TransferRecv::State::done;
   }
   if (r.state == TransferRecv::State::offered) {
     if (const std::string why = death_of(r.peer); !why.empty()) {
@@ -252,6 +270,16 @@ void TransferCore::cancel(TransferSend& s, std::chrono::milliseconds timeout) no
 
 void TransferCore::cancel(TransferRecv& r) noexcept {
   std::lock_guard lock(mutex_);
+  if (r.state == TransferRecv::State::copying) {
+    try {
+      r.copied.synchronize();  // the copy reads the landing and writes the buffer until then
+    } catch (const std::exception& e) {
+      SPILLWAY_LOG(warn, prefix_ << "transfer: a dropped receive's copy failed: " << e.what());
+    }
+    release(r.landing);
+    r.state = TransferRecv::State::failed;
+    return;
+  }
   if (r.state != TransferRecv::State::offered) return;
   recvs_.erase(r.imm);
   if (r.peer == me_) {

@@ -357,10 +357,11 @@ const Field<std::string> transfer_provider{
 const Field<std::size_t> transfer_ipc_window{
     "SPILLWAY_TRANSFER_IPC_WINDOW",
     &OptionValues::transfer_ipc_window,
-    "1GiB",
+    "4GiB",
     "Device memory each rank of the `transfer` communicator sets aside for peers on its node to "
-    "write device buffers into over CUDA IPC (the engine's cuda_ipc backend); 0, or a buffer "
-    "that does not fit what is free of it: staged through pinned host memory.",
+    "write device buffers into over CUDA IPC (the engine's cuda_ipc backend); a receive that "
+    "finds too little of it free, or 0, is staged through pinned host memory (far slower: room "
+    "for all receives in flight matters).",
     parse_size,
     show_bytes};
 const Field<LogLevel> log_level{

@@ -12,6 +12,7 @@
 // pool, which the caller's buffers are, cannot be mapped by another process).
 
 #include <spillway/comm/communicator.hpp>
+#include <spillway/core/event.hpp>
 #include <spillway/memory/buffer_resource.hpp>
 #include <spillway/transfer/engine.hpp>
 
@@ -65,12 +66,14 @@ class TransferRecv final : public Request {
   bool progress() override;
   void cancel() noexcept override;
 
-  enum class State : std::uint8_t { offered, done, failed };
+  /// copying: the bytes are in the landing and on their way into the buffer (`copied`).
+  enum class State : std::uint8_t { offered, copying, done, failed };
   State state{State::offered};
   std::string error;
   std::uint32_t imm{0};
   Buffer* buffer;
   Landing landing;
+  Event copied;
 
  private:
   std::shared_ptr<TransferCore> core_;
