@@ -18,10 +18,6 @@ using namespace std::chrono_literals;
 namespace tx = transfer;
 using Kind = TransferWire::Kind;
 
-std::uint64_t key_of(Rank r, std::uint32_t tag) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)) << 32) | tag;
-}
-
 /// Copies `n` bytes from `src` (of tier `from`) to `dst` (of tier `to`); done when this
 /// returns. A copy that involves the GPU goes on `stream`, after what is queued there.
 void copy_now(void* dst, MemoryType to, const void* src, MemoryType from, std::size_t n,
@@ -40,11 +36,6 @@ void copy_now(void* dst, MemoryType to, const void* src, MemoryType from, std::s
 void copy_now(Buffer& dst, const Buffer& src) {
   const Stream stream = src.mem_type() == MemoryType::DEVICE ? src.stream() : dst.stream();
   copy_now(dst.data(), dst.mem_type(), src.data(), src.mem_type(), src.size(), stream);
-}
-
-void fail(TransferRecv& r, const std::string& why) {
-  r.error = why;
-  r.state = TransferRecv::State::failed;
 }
 
 }  // namespace
@@ -131,7 +122,7 @@ void TransferCore::connect(const std::vector<std::vector<std::uint8_t>>& host,
 std::shared_ptr<TransferSend> TransferCore::post_send(Buffer* buffer, Rank dst, Tag tag) {
   auto s = std::make_shared<TransferSend>(shared_from_this(), buffer, dst, tag);
   std::lock_guard lock(mutex_);
-  const auto key = key_of(dst, tag.value());
+  const auto key = transfer_key(dst, tag.value());
   sends_[key].push_back(s);
   match(key);
   return s;
@@ -144,7 +135,7 @@ std::shared_ptr<TransferRecv> TransferCore::post_recv(Buffer* buffer, Rank src, 
   if (next_imm_ == 0) next_imm_ = 1;
   const std::size_t n = buffer->size();
   if (src == me_) {
-    const auto key = key_of(me_, tag.value());
+    const auto key = transfer_key(me_, tag.value());
     offers_[key].push_back(Offer{n, r->imm, false, {}, r});
     match(key);
     return r;
@@ -169,7 +160,7 @@ std::shared_ptr<TransferRecv> TransferCore::post_recv(Buffer* buffer, Rank src, 
     recvs_[r->imm] = r;
   } catch (const std::exception& e) {
     release(r->landing);
-    fail(*r, e.what());
+    r->fail(e.what());
   }
   return r;
 }
@@ -201,7 +192,7 @@ void TransferCore::finish(TransferRecv& r) {
     r.state = TransferRecv::State::done;
   } catch (const std::exception& e) {
     release(r.landing);
-    fail(r, e.what());
+    r.fail(e.what());
   }
 }
 
@@ -221,7 +212,7 @@ bool TransferCore::progress(TransferRecv& r) {
     if (const std::string why = death_of(r.peer); !why.empty()) {
       recvs_.erase(r.imm);
       release(r.landing);
-      fail(r, "rank " + std::to_string(r.peer) + " is gone (" + why + ")");
+      r.fail("rank " + std::to_string(r.peer) + " is gone (" + why + ")");
     }
   }
   if (r.state == TransferRecv::State::failed) {
@@ -283,7 +274,8 @@ void TransferCore::cancel(TransferRecv& r) noexcept {
   if (r.state != TransferRecv::State::offered) return;
   recvs_.erase(r.imm);
   if (r.peer == me_) {
-    unqueue_offer(key_of(me_, r.tag.value()), [&](const Offer& o) { return o.local.get() == &r; });
+    unqueue_offer(transfer_key(me_, r.tag.value()),
+                  [&](const Offer& o) { return o.local.get() == &r; });
   } else {
     try {  // so that the sender's next send with the tag takes the next receive
       send_locked(r.peer, TransferWire::answer(Kind::withdraw, me_, r.imm, {}, r.tag.value()));
@@ -301,70 +293,6 @@ void TransferCore::cancel(TransferRecv& r) noexcept {
   }
   release(r.landing);
   r.state = TransferRecv::State::failed;
-}
-
-void TransferCore::send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) {
-  std::lock_guard lock(mutex_);
-  if (dst == me_) {
-    messages_[tag.value()].push_back(Message{me_, std::move(data)});
-    return;
-  }
-  std::size_t at = 0;
-  do {
-    const std::size_t n = std::min(TransferWire::max_piece, data.size() - at);
-    const bool last = at + n == data.size();
-    send_locked(dst, TransferWire::message(me_, tag.value(), last, std::span(data).subspan(at, n)));
-    at += n;
-  } while (at < data.size());
-}
-
-std::optional<Message> TransferCore::recv_any(Tag tag) {
-  std::lock_guard lock(mutex_);
-  pump();
-  const auto it = messages_.find(tag.value());
-  if (it == messages_.end()) return std::nullopt;
-  Message m = std::move(it->second.front());
-  it->second.pop_front();
-  if (it->second.empty()) messages_.erase(it);
-  return m;
-}
-
-void TransferCore::barrier(std::chrono::milliseconds timeout) {
-  std::uint64_t generation = 0;
-  {
-    std::lock_guard lock(mutex_);
-    generation = ++barrier_generation_;
-    if (me_ != 0) send_locked(0, TransferWire::barrier(Kind::arrive, me_, generation));
-  }
-  const auto start = std::chrono::steady_clock::now();
-  for (;;) {
-    {
-      std::lock_guard lock(mutex_);
-      pump();
-      if (me_ == 0 && arrivals_[generation] == nranks_ - 1) {
-        arrivals_.erase(generation);
-        for (Rank r = 1; r < nranks_; ++r) {
-          send_locked(r, TransferWire::barrier(Kind::release, me_, generation));
-        }
-        return;
-      }
-      if (me_ != 0 && released_ >= generation) return;
-      for (Rank r = 0; r < nranks_; ++r) {
-        if (me_ != 0 && r != 0) continue;  // only rank 0 matters to the others
-        if (const std::string why = death_of(r); !why.empty()) {
-          SPILLWAY_FAIL(prefix_ + "barrier: rank " + std::to_string(r) + " is gone (" + why + ")",
-                        comm_error);
-        }
-      }
-    }
-    const auto waited = std::chrono::steady_clock::now() - start;
-    if (waited > timeout) {
-      SPILLWAY_FAIL(prefix_ + "barrier: timed out after " + std::to_string(timeout.count()) +
-                        " ms: a rank is dead or stuck",
-                    comm_error);
-    }
-    std::this_thread::sleep_for(waited < 2ms ? 0us : 20us);
-  }
 }
 
 /// Registers with `path`'s engine the memory a transfer of `buffer` moves through: the buffer
@@ -473,7 +401,7 @@ void TransferCore::start(TransferSend& s, Offer& o) {
     s.error = e.what();
     s.state = TransferSend::State::failed;
     if (o.local) {
-      fail(*o.local, "the matching send failed: " + s.error);
+      o.local->fail("the matching send failed: " + s.error);
       return;
     }
     try {
@@ -486,114 +414,14 @@ void TransferCore::start(TransferSend& s, Offer& o) {
   }
 }
 
-void TransferCore::send_locked(Rank dst, const std::vector<std::uint8_t>& bytes) {
-  tx::PeerId p = 0;
-  {
-    std::lock_guard lock(dead_mutex_);
-    p = host_.peer_of[static_cast<std::size_t>(dst)];
-  }
-  host_.engine->send_control(p, bytes);
-}
-
-/// Takes every control message that has arrived, in order.
-void TransferCore::pump() {
-  while (auto m = host_.engine->recv_control(0ms)) {
-    Rank from = -1;
-    {
-      std::lock_guard lock(dead_mutex_);
-      if (const auto it = host_.rank_of.find(m->first); it != host_.rank_of.end()) {
-        from = it->second;
-      }
-    }
-    if (from < 0) {
-      SPILLWAY_LOG(warn, prefix_ << "transfer: a control message from engine peer " << m->first
-                                 << ", which is no rank, was dropped");
-      continue;
-    }
-    try {
-      handle(from, m->second);
-    } catch (const std::exception& e) {
-      SPILLWAY_LOG(warn,
-                   prefix_ << "transfer: rank " << from << " sent a bad message: " << e.what());
-      std::lock_guard lock(dead_mutex_);
-      dead_[static_cast<std::size_t>(from)] = std::string("sent a bad message: ") + e.what();
-      any_dead_.store(true);
-    }
-  }
-}
-
-void TransferCore::handle(Rank from, std::span<const std::uint8_t> bytes) {
-  const TransferWire::Parsed w = TransferWire::parse(bytes, from);
-  switch (w.kind) {
-    case Kind::message: {
-      auto& part = partial_[static_cast<std::size_t>(from)];
-      part.insert(part.end(), w.payload.begin(), w.payload.end());
-      if (w.last) {
-        messages_[w.tag].push_back(Message{from, std::move(part)});
-        part = {};
-      }
-      break;
-    }
-    case Kind::offer: {
-      const auto key = key_of(from, w.tag);
-      offers_[key].push_back(Offer{w.size, w.imm, w.device,
-                                   std::vector<std::uint8_t>(w.payload.begin(), w.payload.end()),
-                                   nullptr});
-      match(key);
-      break;
-    }
-    case Kind::refuse:
-    case Kind::empty: {
-      const auto it = recvs_.find(w.imm);
-      if (it == recvs_.end()) break;  // cancelled meanwhile
-      TransferRecv& r = *it->second;
-      if (r.peer != from) {
-        SPILLWAY_FAIL("an answer for a receive from rank " + std::to_string(r.peer),
-                      corrupt_data_error);
-      }
-      if (w.kind == Kind::empty && r.bytes == 0) {
-        r.state = TransferRecv::State::done;
-      } else {
-        fail(r, w.kind == Kind::empty ? "rank " + std::to_string(from) + " sent 0 bytes for it"
-                                      : "rank " + std::to_string(from) + " refused it: " +
-                                            std::string(w.payload.begin(), w.payload.end()));
-      }
-      release(r.landing);
-      recvs_.erase(it);
-      break;
-    }
-    case Kind::withdraw:
-      unqueue_offer(key_of(from, w.tag), [&](const Offer& o) { return o.imm == w.imm; });
-      break;
-    case Kind::arrive:
-      if (me_ != 0) {
-        SPILLWAY_FAIL("a barrier arrival at rank " + std::to_string(me_), corrupt_data_error);
-      }
-      ++arrivals_[w.generation];
-      break;
-    case Kind::release:
-      released_ = std::max(released_, w.generation);
-      break;
-  }
-}
-
 std::string TransferCore::death_of(Rank r) {
   if (!any_dead_.load()) return {};
   std::lock_guard lock(dead_mutex_);
   return dead_[static_cast<std::size_t>(r)];
 }
 
-template <typename Pred>
-void TransferCore::unqueue_offer(std::uint64_t key, Pred&& which) {
-  const auto it = offers_.find(key);
-  if (it == offers_.end()) return;
-  auto& q = it->second;
-  q.erase(std::remove_if(q.begin(), q.end(), which), q.end());
-  if (q.empty()) offers_.erase(it);
-}
-
 void TransferCore::unqueue_send(const TransferSend& s) {
-  const auto it = sends_.find(key_of(s.peer, s.tag.value()));
+  const auto it = sends_.find(transfer_key(s.peer, s.tag.value()));
   if (it == sends_.end()) return;
   auto& q = it->second;
   q.erase(std::remove_if(q.begin(), q.end(), [&](const auto& e) { return e.get() == &s; }),

@@ -18,6 +18,7 @@
 
 #include "comm/detail/device_window.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -59,6 +60,11 @@ struct Landing {
 
 class TransferCore;
 
+/// The key of the queues of (rank, tag).
+inline std::uint64_t transfer_key(Rank r, std::uint32_t tag) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)) << 32) | tag;
+}
+
 class TransferRecv final : public Request {
  public:
   TransferRecv(std::shared_ptr<TransferCore> core, Buffer* buffer, Rank src, Tag tag)
@@ -74,6 +80,11 @@ class TransferRecv final : public Request {
   Buffer* buffer;
   Landing landing;
   Event copied;
+
+  void fail(const std::string& why) {
+    error = why;
+    state = State::failed;
+  }
 
  private:
   std::shared_ptr<TransferCore> core_;
@@ -177,5 +188,14 @@ class TransferCore : public std::enable_shared_from_this<TransferCore> {
   TransferPath host_;
   TransferPath device_;  // engine null: no device path
 };
+
+template <typename Pred>
+inline void TransferCore::unqueue_offer(std::uint64_t key, Pred&& which) {
+  const auto it = offers_.find(key);
+  if (it == offers_.end()) return;
+  auto& q = it->second;
+  q.erase(std::remove_if(q.begin(), q.end(), which), q.end());
+  if (q.empty()) offers_.erase(it);
+}
 
 }  // namespace spillway::detail
