@@ -40,10 +40,11 @@ struct TransferPath {
     transfer::Region region;
     int users{0};
   };
-  std::unique_ptr<transfer::TransferEngine> engine;
   std::map<std::uintptr_t, Registration> registrations;  // by first byte; none overlap
   std::vector<transfer::PeerId> peer_of;                 // by rank; 0: none
   std::unordered_map<transfer::PeerId, Rank> rank_of;
+  // Last: it goes first, since its worker's failure callback reads rank_of.
+  std::unique_ptr<transfer::TransferEngine> engine;
 };
 
 /// Where a send's bytes come from, or a receive's land, while the transfer runs: `offset`
