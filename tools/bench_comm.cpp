@@ -301,6 +301,21 @@ void print_ratio(const char* peer, const std::vector<double>& spillway,
             << "\n";
 }
 
+#if SPILLWAY_HAS_MPI
+/// Times MPI_Alltoallv of the same bytes (collective) and prints it beside spillway's
+/// `slowest` on rank 0.
+void alltoallv_beside(const Options& o, int nranks, int me, const std::vector<double>& slowest) {
+  const auto base = alltoallv(o, nranks, me);
+  if (me != 0) return;
+  if (base.empty()) {
+    std::cout << "MPI_Alltoallv: skipped (these counts do not fit MPI's int counts)\n";
+    return;
+  }
+  report("MPI_Alltoallv", o, nranks, base, base, true);
+  print_ratio("MPI_Alltoallv", slowest, base);
+}
+#endif
+
 BufferResourceConfig rank_config(const Options& o) {
   auto c = BufferResourceConfig::from_options();
   c.use_gpu = o.tier != MemoryType::HOST;
@@ -393,15 +408,7 @@ int run_mpi(const Options& o) {
         };
         auto [mine, slowest] = exchange(comm, br, o, max_over);
         report("spillway", o, n, mine, slowest, me == 0);
-        if (o.baseline && o.tier != MemoryType::DEVICE) {
-          auto base = alltoallv(o, n, me);
-          if (me == 0 && base.empty()) {
-            std::cout << "MPI_Alltoallv: skipped (these counts do not fit MPI's int counts)\n";
-          } else if (me == 0) {
-            report("MPI_Alltoallv", o, n, base, base, true);
-            print_ratio("MPI_Alltoallv", slowest, base);
-          }
-        }
+        if (o.baseline && o.tier != MemoryType::DEVICE) alltoallv_beside(o, n, me, slowest);
         if (o.baseline && o.tier == MemoryType::DEVICE && !own_gpu && me == 0) {
           std::cout << "baseline: none (NCCL needs one GPU per rank; these ranks share one)\n";
         }
@@ -454,11 +461,7 @@ int run_transfer(const Options& o) {
 #if SPILLWAY_HAS_MPI
         if (a2a) {
           mpi::init(nullptr, nullptr);  // spillway-run's ranks join as MPI singletons
-          auto base = alltoallv(o, n, me);
-          if (me == 0 && !base.empty()) {
-            report("MPI_Alltoallv", o, n, base, base, true);
-            print_ratio("MPI_Alltoallv", slowest, base);
-          }
+          alltoallv_beside(o, n, me, slowest);
           mpi::finalize();
         }
 #endif

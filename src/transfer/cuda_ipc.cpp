@@ -16,6 +16,7 @@
 #include <spillway/core/logging.hpp>
 
 #include "core/detail/byte_codec.hpp"
+#include "core/detail/enum_names.hpp"
 #include "transfer/detail/backend.hpp"
 #include "transfer/detail/ipc_copy.hpp"
 
@@ -30,27 +31,20 @@
 
 namespace spillway::transfer::detail {
 
+namespace {
+constexpr spillway::detail::EnumNames<CopyMethod, 4> kCopyMethods{
+    {{"auto", CopyMethod::automatic},
+     {"kernel", CopyMethod::kernel},
+     {"batch", CopyMethod::batch},
+     {"per_chunk", CopyMethod::per_chunk}}};
+}  // namespace
+
 CopyMethod parse_copy_method(const std::string& name) {
-  if (name == "auto") return CopyMethod::automatic;
-  if (name == "kernel") return CopyMethod::kernel;
-  if (name == "batch") return CopyMethod::batch;
-  if (name == "per_chunk") return CopyMethod::per_chunk;
-  SPILLWAY_FAIL("transfer engine: unknown ipc_copy '" + name +
-                "' (auto, kernel, batch or per_chunk)");
+  return spillway::detail::parse_enum(name, kCopyMethods, "ipc_copy");
 }
 
 const char* to_string(CopyMethod method) noexcept {
-  switch (method) {
-    case CopyMethod::kernel:
-      return "kernel";
-    case CopyMethod::batch:
-      return "batch";
-    case CopyMethod::per_chunk:
-      return "per_chunk";
-    case CopyMethod::automatic:
-      break;
-  }
-  return "auto";
+  return spillway::detail::enum_name(method, kCopyMethods);
 }
 
 CopyMethod choose(CopyMethod wanted, std::size_t mean_bytes, bool kernel_reachable,
