@@ -4,8 +4,10 @@
 // uniformly from them (or, with --skew F, is key 0 for a fraction F of the rows), so every
 // probe row matches exactly one build row, and a build row's payloads are a function of its
 // key: each rank knows what its probe rows must come out as without a join, and the output's
-// order-independent checksum over all ranks must equal that. DuckDB on the same shape of data
-// is bench/join_duckdb.py's.
+// order-independent checksum over all ranks must equal that. With --gpu the tables are in
+// device memory (copied there before each run, untimed) and the join runs on the GPU. DuckDB
+// on the same shape of data is bench/join_duckdb.py's (CPU machine) and
+// bench/join_duckdb_sql.py's (any machine, data made in SQL).
 #include <spillway/comm/collectives.hpp>
 #include <spillway/comm/launch.hpp>
 #include <spillway/comm/mpi.hpp>
@@ -14,13 +16,16 @@
 #include <spillway/memory/buffer_resource.hpp>
 #include <spillway/ops/hash_join.hpp>
 #include <spillway/table/checksum.hpp>
+#include <spillway/table/gpu.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "cli.hpp"
@@ -39,6 +44,8 @@ struct Options {
   JoinType type{JoinType::inner};
   std::uint32_t partitions{0};
   long long host_limit_mib{-1};
+  long long device_limit_mib{-1};
+  bool gpu{false};
   int runs{3};
   int warmups{1};
 };
@@ -53,9 +60,11 @@ struct Options {
       "  -p N                  probe (left) rows per rank (default 4000000)\n"
       "  --skew F              this fraction of probe rows has key 0 (default 0: uniform)\n"
       "  --type T              inner, left, left_semi or left_anti (default inner)\n"
-      "  --partitions N        partitions of the shuffles (default: one per 32 MiB of build\n"
-      "                        side, at least one per rank)\n"
+      "  --partitions N        partitions of the shuffles (default: one per 2 MiB of build\n"
+      "                        side, 512 MiB with --gpu, at least one per rank)\n"
+      "  --gpu                 tables in device memory, the join on the GPU\n"
       "  --host-limit MIB      HOST limit per rank (default: the settings')\n"
+      "  --device-limit MIB    DEVICE limit per rank, with --gpu (default: the settings')\n"
       "  -r N                  timed runs (default 3)\n"
       "  -w N                  warm-up runs (default 1)\n"
       "  -h                    this help\n");
@@ -100,6 +109,10 @@ Options parse(int argc, char** argv) {
       o.partitions = static_cast<std::uint32_t>(number(i, 1, 1 << 20));
     } else if (a == "--host-limit") {
       o.host_limit_mib = number(i, 1, 1LL << 30);
+    } else if (a == "--device-limit") {
+      o.device_limit_mib = number(i, 1, 1LL << 30);
+    } else if (a == "--gpu") {
+      o.gpu = true;
     } else if (a == "-r") {
       o.runs = static_cast<int>(number(i, 1, 1000));
     } else if (a == "-w") {
@@ -108,6 +121,7 @@ Options parse(int argc, char** argv) {
       usage("unknown option '" + a + "'");
     }
   }
+  if (o.device_limit_mib > 0 && !o.gpu) usage("--device-limit needs --gpu");
   return o;
 }
 
@@ -144,22 +158,38 @@ struct Sides {
   TableChecksum want;  // of this rank's probe rows as the join gives them
 };
 
+/// f(begin, end) over [0, n) in `threads` ranges at once.
+template <typename F>
+void parallel_rows(std::size_t n, std::size_t threads, const F& f) {
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] { f(n * t / threads, n * (t + 1) / threads); });
+  }
+  for (auto& th : pool) th.join();
+}
+
 Sides make_sides(const Options& o, Rank rank, int nranks, BufferResource& br) {
   const auto total_build = static_cast<std::uint64_t>(o.build) * static_cast<std::uint64_t>(nranks);
+  const std::size_t threads =
+      std::max<std::size_t>(1, std::thread::hardware_concurrency() / static_cast<unsigned>(nranks));
   std::vector<std::int64_t> bk(o.build), b1(o.build), b2(o.build);
-  for (std::size_t i = 0; i < o.build; ++i) {
-    bk[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(rank) * o.build + i);
-    b1[i] = b1_of(bk[i]);
-    b2[i] = b2_of(bk[i]);
-  }
+  parallel_rows(o.build, threads, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      bk[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(rank) * o.build + i);
+      b1[i] = b1_of(bk[i]);
+      b2[i] = b2_of(bk[i]);
+    }
+  });
   std::vector<std::int64_t> pk(o.probe), p1(o.probe), p2(o.probe);
   const auto hot = static_cast<std::uint64_t>(o.skew * 1e9);
-  for (std::size_t i = 0; i < o.probe; ++i) {
-    const std::uint64_t h = mix((static_cast<std::uint64_t>(rank) << 40) ^ i);
-    pk[i] = h % 1000000000 < hot ? 0 : static_cast<std::int64_t>((h >> 20) % total_build);
-    p1[i] = static_cast<std::int64_t>(i);
-    p2[i] = static_cast<std::int64_t>(mix(h) >> 1);
-  }
+  parallel_rows(o.probe, threads, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      const std::uint64_t h = mix((static_cast<std::uint64_t>(rank) << 40) ^ i);
+      pk[i] = h % 1000000000 < hot ? 0 : static_cast<std::int64_t>((h >> 20) % total_build);
+      p1[i] = static_cast<std::int64_t>(i);
+      p2[i] = static_cast<std::int64_t>(mix(h) >> 1);
+    }
+  });
   Sides s;
   if (o.type == JoinType::left_anti) {
     s.want = {};  // every probe row matches
@@ -167,10 +197,12 @@ Sides make_sides(const Options& o, Rank rank, int nranks, BufferResource& br) {
     s.want = checksum(make_table({pk, p1, p2}, {"k", "p1", "p2"}, br).view());
   } else {
     std::vector<std::int64_t> j1(o.probe), j2(o.probe);
-    for (std::size_t i = 0; i < o.probe; ++i) {
-      j1[i] = b1_of(pk[i]);
-      j2[i] = b2_of(pk[i]);
-    }
+    parallel_rows(o.probe, threads, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) {
+        j1[i] = b1_of(pk[i]);
+        j2[i] = b2_of(pk[i]);
+      }
+    });
     s.want = checksum(
         make_table({pk, p1, p2, pk, j1, j2}, {"k", "p1", "p2", "k_right", "b1", "b2"}, br).view());
   }
@@ -180,15 +212,19 @@ Sides make_sides(const Options& o, Rank rank, int nranks, BufferResource& br) {
 }
 
 int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mutex& print) {
+  if (o.gpu && !br.is_live(MemoryType::DEVICE)) {
+    throw std::runtime_error("--gpu: no GPU here, or spillway was built without CUDA");
+  }
   const int n = comm.nranks();
   const Sides s = make_sides(o, comm.rank(), n, br);
   const std::uint64_t total_build = static_cast<std::uint64_t>(o.build) * n;
   const std::uint64_t total_probe = static_cast<std::uint64_t>(o.probe) * n;
   const double input_bytes = double(total_build + total_probe) * 24;
+  const std::size_t per_partition = o.gpu ? 512 * MiB : 2 * MiB;  // of build side
   const std::uint32_t partitions =
       o.partitions != 0 ? o.partitions
                         : static_cast<std::uint32_t>(std::max<std::uint64_t>(
-                              static_cast<std::uint64_t>(n), total_build * 24 / (32 * MiB) + 1));
+                              static_cast<std::uint64_t>(n), total_build * 24 / per_partition + 1));
   const std::vector<std::size_t> keys{0};
   const auto say = [&](const std::string& line) {
     if (comm.rank() != 0) return;
@@ -197,11 +233,12 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
   };
   {
     std::ostringstream h;
-    h << "spillway-bench-join: -C " << o.comm << " | nranks " << n << " | " << to_string(o.type)
-      << " join | build " << total_build << " rows, probe " << total_probe
-      << " rows (int64 key, 2 int64 payloads a side; " << format_bytes(input_bytes)
-      << " in all) | skew " << o.skew << "\nplan: shuffle join (both sides hashed into "
-      << partitions << " partitions, " << format_bytes(double(total_build) * 24 / partitions)
+    h << "spillway-bench-join: -C " << o.comm << " | nranks " << n << " | "
+      << (o.gpu ? "GPU" : "CPU") << " | " << to_string(o.type) << " join | build " << total_build
+      << " rows, probe " << total_probe << " rows (int64 key, 2 int64 payloads a side; "
+      << format_bytes(input_bytes) << " in all) | skew " << o.skew
+      << "\nplan: shuffle join (both sides hashed into " << partitions << " partitions, "
+      << format_bytes(double(total_build) * 24 / partitions)
       << " of build side each; each pair joined as it arrives)\nMemory: " << br.usage();
     say(h.str());
   }
@@ -215,14 +252,24 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
     for (MemoryType t : all_memory_types) br.reset_peak(t);
     TableChecksum got;
     double check_seconds = 0;
-    const auto t0 = Clock::now();
-    ops::hash_join(comm, br, s.probe.view(), keys, s.build.view(), keys, jo,
-                   [&](std::uint32_t, Table&& t) {
-                     const auto c0 = Clock::now();
-                     got += checksum(t.view());
-                     check_seconds += std::chrono::duration<double>(Clock::now() - c0).count();
-                   });
-    const double mine = std::chrono::duration<double>(Clock::now() - t0).count() - check_seconds;
+    const auto check = [&](std::uint32_t, Table&& t) {
+      const auto c0 = Clock::now();
+      got += o.gpu ? gpu::checksum(t.view(), br, br.stream()) : checksum(t.view());
+      check_seconds += std::chrono::duration<double>(Clock::now() - c0).count();
+    };
+    std::optional<Clock::time_point> t0;
+    if (o.gpu) {  // the join consumes device copies, made before the clock starts
+      Table probe = copy_table(s.probe, MemoryType::DEVICE, br, br.stream());
+      Table build = copy_table(s.build, MemoryType::DEVICE, br, br.stream());
+      br.stream().synchronize();
+      comm.barrier();
+      t0 = Clock::now();
+      ops::hash_join(comm, br, std::move(probe), keys, std::move(build), keys, jo, check);
+    } else {
+      t0 = Clock::now();
+      ops::hash_join(comm, br, s.probe.view(), keys, s.build.view(), keys, jo, check);
+    }
+    const double mine = std::chrono::duration<double>(Clock::now() - *t0).count() - check_seconds;
     const double slowest = allreduce(comm, 900, std::span(&mine, 1), ReduceOp::max)[0];
     const std::vector<std::uint64_t> sums{got.rows, got.sum, s.want.rows, s.want.sum};
     const auto all = allreduce(comm, 901, std::span(sums), ReduceOp::sum);
@@ -242,7 +289,9 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
   m << "medians: " << med << " sec | " << double(total_build + total_probe) / med / 1e6
     << " M input rows/s | " << input_bytes / med / 1e9 << " GB/s of input | peak of rank 0:";
   for (MemoryType t : all_memory_types) {
-    if (!br.is_live(t) || t == MemoryType::DEVICE || t == MemoryType::PINNED_HOST) continue;
+    if (!br.is_live(t) || (t == MemoryType::DEVICE && !o.gpu) || t == MemoryType::PINNED_HOST) {
+      continue;
+    }
     m << " " << to_string(t) << " " << format_bytes(double(br.peak(t))) << "/"
       << (br.limit(t) == unlimited_bytes ? std::string("unlimited")
                                          : format_bytes(double(br.limit(t))));
@@ -265,14 +314,18 @@ int main(int argc, char** argv) {
       return 2;
     }
     auto cfg = BufferResourceConfig::from_options();
-    cfg.use_gpu = false;  // (the CPU join; the GPU one is to come)
+    cfg.use_gpu = o.gpu;
     if (o.host_limit_mib > 0) {
       cfg.limits[index(MemoryType::HOST)] =
           Limit::bytes(static_cast<std::size_t>(o.host_limit_mib) * MiB);
     }
+    if (o.device_limit_mib > 0) {
+      cfg.limits[index(MemoryType::DEVICE)] =
+          Limit::bytes(static_cast<std::size_t>(o.device_limit_mib) * MiB);
+    }
     std::mutex print;
     LaunchOptions launch;
-    launch.place_on_gpu = false;
+    launch.place_on_gpu = o.gpu;
     launch.program = "spillway-bench-join";
     return run_ranks(
         parse_rank_kind(o.comm), o.ranks, cfg,

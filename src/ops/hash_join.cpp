@@ -1,10 +1,12 @@
 // The distributed hash join (hash_join.hpp): two Shufflers, then a local join per partition
-// pair as soon as both sides are in.
+// pair as soon as both sides are in, on the CPU or, for tables in device memory, the GPU.
 #include <spillway/ops/hash_join.hpp>
 
 #include <spillway/core/error.hpp>
 #include <spillway/shuffle/shuffler.hpp>
 #include <spillway/table/gather.hpp>
+#include <spillway/table/gpu.hpp>
+#include <spillway/table/gpu_join.hpp>
 #include <spillway/table/pack.hpp>
 #include <spillway/table/partition.hpp>
 
@@ -30,30 +32,36 @@ void insert_side(Shuffler& s, const TableView& side, std::span<const std::size_t
   s.insert_finished(std::move(chunks));
 }
 
-/// One side of a partition: its chunks unpacked into one table, or the side's schema with no
-/// rows when no rank had any.
-Table side_of(Shuffler& s, PartID pid, const TableView& schema, BufferResource& br) {
-  std::vector<PackedData> chunks = s.extract(pid);
-  if (chunks.empty()) return gather(schema, {}, br);
-  return unpack_and_concat(std::move(chunks), br);
+/// The columns of `schema` with no rows, in device memory when `device`.
+Table empty_like(const TableView& schema, bool device, BufferResource& br) {
+  return device ? gpu::gather(schema, nullptr, 0, false, br, br.stream()) : gather(schema, {}, br);
 }
 
-}  // namespace
+/// One side of a partition: its chunks unpacked into one table, or `schema` when no rank had
+/// any rows of it.
+Table side_of(Shuffler& s, PartID pid, const Table& schema, bool device, BufferResource& br) {
+  std::vector<PackedData> chunks = s.extract(pid);
+  if (chunks.empty()) return empty_like(schema.view(), device, br);
+  return device ? gpu::unpack_and_concat(std::move(chunks), br, br.stream())
+                : unpack_and_concat(std::move(chunks), br);
+}
 
-void hash_join(Communicator& comm, BufferResource& br, const TableView& left,
-               std::span<const std::size_t> left_keys, const TableView& right,
-               std::span<const std::size_t> right_keys, const HashJoinOptions& options,
-               const std::function<void(std::uint32_t, Table&&)>& out) {
-  // The keys are checked here, before any rank has sent anything (an empty join of the
-  // schemas: the same checks as every partition's).
-  (void)join_maps(gather(left, {}, br).view(), left_keys, gather(right, {}, br).view(), right_keys,
-                  options.type);
-  const std::uint32_t partitions =
-      options.partitions != 0 ? options.partitions : static_cast<std::uint32_t>(comm.nranks());
-  Shuffler ls(comm, options.op, partitions, br);
-  Shuffler rs(comm, static_cast<OpID>(options.op + 1), partitions, br);
-  insert_side(ls, left, left_keys, partitions, br, options.seed);
-  insert_side(rs, right, right_keys, partitions, br, options.seed);
+/// Checks the keys before any rank has sent anything: an empty join of the schemas (the same
+/// checks as every partition's).
+void check_keys(const Table& left, std::span<const std::size_t> left_keys, const Table& right,
+                std::span<const std::size_t> right_keys, JoinType type) {
+  (void)join_maps(left.view(), left_keys, right.view(), right_keys, type);
+}
+
+std::uint32_t partitions_of(const Communicator& comm, const HashJoinOptions& options) {
+  return options.partitions != 0 ? options.partitions : static_cast<std::uint32_t>(comm.nranks());
+}
+
+/// Joins each local partition pair of the two shuffles as soon as both of its sides are in.
+void join_partitions(Communicator& comm, BufferResource& br, Shuffler& ls, const Table& lschema,
+                     std::span<const std::size_t> left_keys, Shuffler& rs, const Table& rschema,
+                     std::span<const std::size_t> right_keys, JoinType type, bool device,
+                     const std::function<void(std::uint32_t, Table&&)>& out) {
   const std::size_t local = ls.local_partitions().size();
   std::array<Shuffler*, 2> sides{&ls, &rs};
   std::array<std::set<PartID>, 2> arrived;  // handed out by wait, not yet joined
@@ -88,11 +96,60 @@ void hash_join(Communicator& comm, BufferResource& br, const TableView& left,
     }
     arrived[0].erase(ready);
     arrived[1].erase(ready);
-    const Table l = side_of(ls, ready, left, br);
-    const Table r = side_of(rs, ready, right, br);
-    out(ready, spillway::hash_join(l.view(), left_keys, r.view(), right_keys, options.type, br));
+    const Table l = side_of(ls, ready, lschema, device, br);
+    const Table r = side_of(rs, ready, rschema, device, br);
+    out(ready,
+        device ? gpu::hash_join(l.view(), left_keys, r.view(), right_keys, type, br, br.stream())
+               : spillway::hash_join(l.view(), left_keys, r.view(), right_keys, type, br));
     ++joined;
   }
+}
+
+bool in_device_memory(const Table& t) {
+  return t.num_columns() > 0 && t.column(0).data().mem_type() == MemoryType::DEVICE;
+}
+
+}  // namespace
+
+void hash_join(Communicator& comm, BufferResource& br, const TableView& left,
+               std::span<const std::size_t> left_keys, const TableView& right,
+               std::span<const std::size_t> right_keys, const HashJoinOptions& options,
+               const std::function<void(std::uint32_t, Table&&)>& out) {
+  const Table lschema = gather(left, {}, br);
+  const Table rschema = gather(right, {}, br);
+  check_keys(lschema, left_keys, rschema, right_keys, options.type);
+  const std::uint32_t partitions = partitions_of(comm, options);
+  Shuffler ls(comm, options.op, partitions, br);
+  Shuffler rs(comm, static_cast<OpID>(options.op + 1), partitions, br);
+  insert_side(ls, left, left_keys, partitions, br, options.seed);
+  insert_side(rs, right, right_keys, partitions, br, options.seed);
+  join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, false,
+                  out);
+}
+
+void hash_join(Communicator& comm, BufferResource& br, Table&& left,
+               std::span<const std::size_t> left_keys, Table&& right,
+               std::span<const std::size_t> right_keys, const HashJoinOptions& options,
+               const std::function<void(std::uint32_t, Table&&)>& out) {
+  const bool device = in_device_memory(left);
+  SPILLWAY_EXPECTS(device == in_device_memory(right),
+                   std::string("hash_join: the left side is ") +
+                       (device ? "in device memory and the right side is not"
+                               : "not in device memory and the right side is"));
+  if (!device) {
+    hash_join(comm, br, left.view(), left_keys, right.view(), right_keys, options, out);
+    return;
+  }
+  const Table lschema = empty_like(left.view(), true, br);
+  const Table rschema = empty_like(right.view(), true, br);
+  check_keys(lschema, left_keys, rschema, right_keys, options.type);
+  const std::uint32_t partitions = partitions_of(comm, options);
+  Shuffler ls(comm, options.op, partitions, br);
+  Shuffler rs(comm, static_cast<OpID>(options.op + 1), partitions, br);
+  ls.insert_finished(std::move(left), left_keys, options.seed);
+  rs.insert_finished(std::move(right), right_keys, options.seed);
+  join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, true,
+                  out);
 }
 
 }  // namespace spillway::ops

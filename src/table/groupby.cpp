@@ -8,6 +8,7 @@
 #include <spillway/table/hashing.hpp>
 
 #include "table/detail/key_equality.hpp"
+#include "table/detail/spread_hash.hpp"
 #include "table/detail/type_dispatch.hpp"
 
 #include <bit>
@@ -149,7 +150,7 @@ Table groupby(const TableView& table, std::span<const std::size_t> keys,
   std::vector<std::int64_t> first;              // a group's first row
   std::vector<std::uint32_t> group(n);
   for (std::size_t r = 0; r < n; ++r) {
-    const std::size_t b = h[r] & (buckets - 1);
+    const std::size_t b = detail::spread_hash(h[r]) & (buckets - 1);
     std::int64_t g = head[b];
     while (g >= 0) {
       const auto f = static_cast<std::size_t>(first[static_cast<std::size_t>(g)]);

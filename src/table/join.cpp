@@ -8,7 +8,9 @@
 #include <spillway/table/hashing.hpp>
 
 #include "table/detail/cpu_threads.hpp"
+#include "table/detail/join_common.hpp"
 #include "table/detail/key_equality.hpp"
+#include "table/detail/spread_hash.hpp"
 
 #include <atomic>
 #include <bit>
@@ -33,6 +35,8 @@ const char* to_string(JoinType t) noexcept {
   return "?";
 }
 
+namespace detail {
+
 namespace {
 
 TableView keys_of(const TableView& t, std::span<const std::size_t> keys, const char* side) {
@@ -46,6 +50,44 @@ TableView keys_of(const TableView& t, std::span<const std::size_t> keys, const c
   return v;
 }
 
+}  // namespace
+
+std::pair<TableView, TableView> join_key_views(const TableView& left,
+                                               std::span<const std::size_t> left_keys,
+                                               const TableView& right,
+                                               std::span<const std::size_t> right_keys) {
+  SPILLWAY_EXPECTS(!left_keys.empty() && left_keys.size() == right_keys.size(),
+                   "join: " + std::to_string(left_keys.size()) + " left and " +
+                       std::to_string(right_keys.size()) +
+                       " right key columns (want the same number, at least one)");
+  TableView lk = keys_of(left, left_keys, "left");
+  TableView rk = keys_of(right, right_keys, "right");
+  for (std::size_t c = 0; c < lk.columns.size(); ++c) {
+    SPILLWAY_EXPECTS(lk.columns[c].type == rk.columns[c].type,
+                     "join: key " + std::to_string(c) + " is " +
+                         std::string(to_string(lk.columns[c].type)) + " on the left and " +
+                         std::string(to_string(rk.columns[c].type)) + " on the right");
+  }
+  return {std::move(lk), std::move(rk)};
+}
+
+Table joined_table(Table&& left, Table&& right) {
+  std::vector<std::string> names = left.names();
+  std::set<std::string> taken(names.begin(), names.end());
+  for (std::string n : right.names()) {
+    if (taken.count(n) != 0) n += "_right";
+    taken.insert(n);
+    names.push_back(std::move(n));
+  }
+  std::vector<Column> columns = std::move(left).release();
+  for (Column& c : std::move(right).release()) columns.push_back(std::move(c));
+  return Table(std::move(columns), std::move(names));
+}
+
+}  // namespace detail
+
+namespace {
+
 bool any_null(const TableView& keys, std::size_t row) {
   for (const ColumnView& c : keys.columns) {
     if (!c.is_valid(row)) return true;
@@ -58,19 +100,7 @@ bool any_null(const TableView& keys, std::size_t row) {
 JoinMaps join_maps(const TableView& left, std::span<const std::size_t> left_keys,
                    const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
                    std::size_t threads) {
-  SPILLWAY_EXPECTS(!left_keys.empty() && left_keys.size() == right_keys.size(),
-                   "join: " + std::to_string(left_keys.size()) + " left and " +
-                       std::to_string(right_keys.size()) +
-                       " right key columns (want the same "
-                       "number, at least one)");
-  const TableView lk = keys_of(left, left_keys, "left");
-  const TableView rk = keys_of(right, right_keys, "right");
-  for (std::size_t c = 0; c < lk.columns.size(); ++c) {
-    SPILLWAY_EXPECTS(lk.columns[c].type == rk.columns[c].type,
-                     "join: key " + std::to_string(c) + " is " +
-                         std::string(to_string(lk.columns[c].type)) + " on the left and " +
-                         std::string(to_string(rk.columns[c].type)) + " on the right");
-  }
+  const auto [lk, rk] = detail::join_key_views(left, left_keys, right, right_keys);
   const std::size_t nl = left.num_rows();
   const std::size_t nr = right.num_rows();
   // The build side: buckets of right rows by hash, chained in row order.
@@ -82,7 +112,7 @@ JoinMaps join_maps(const TableView& left, std::span<const std::size_t> left_keys
   std::vector<std::int64_t> next(nr, -1);
   for (std::size_t r = nr; r-- > 0;) {
     if (any_null(rk, r)) continue;
-    const std::size_t b = rh[r] & mask;
+    const std::size_t b = detail::spread_hash(rh[r]) & mask;
     next[r] = head[b];
     head[b] = static_cast<std::int64_t>(r);
   }
@@ -102,7 +132,8 @@ JoinMaps join_maps(const TableView& left, std::span<const std::size_t> left_keys
       bool found = false;
       if (!any_null(lk, l)) {
         const std::uint32_t h = lh[l - begin];
-        for (std::int64_t r = head[h & mask]; r >= 0; r = next[static_cast<std::size_t>(r)]) {
+        for (std::int64_t r = head[detail::spread_hash(h) & mask]; r >= 0;
+             r = next[static_cast<std::size_t>(r)]) {
           const auto ru = static_cast<std::size_t>(r);
           if (rh[ru] != h || !detail::keys_equal(lk, l, rk, ru, false)) continue;
           found = true;
@@ -150,17 +181,7 @@ Table hash_join(const TableView& left, std::span<const std::size_t> left_keys,
   const JoinMaps maps = join_maps(left, left_keys, right, right_keys, type, threads);
   Table l = gather(left, maps.left, br);
   if (type == JoinType::left_semi || type == JoinType::left_anti) return l;
-  Table r = gather(right, maps.right, br);
-  std::vector<std::string> names = l.names();
-  std::set<std::string> taken(names.begin(), names.end());
-  for (std::string n : r.names()) {
-    if (taken.count(n) != 0) n += "_right";
-    taken.insert(n);
-    names.push_back(std::move(n));
-  }
-  std::vector<Column> columns = std::move(l).release();
-  for (Column& c : std::move(r).release()) columns.push_back(std::move(c));
-  return Table(std::move(columns), std::move(names));
+  return detail::joined_table(std::move(l), gather(right, maps.right, br));
 }
 
 }  // namespace spillway

@@ -1,12 +1,14 @@
 // The distributed hash join on 1-4 local ranks: its output, over all ranks, is the same
 // multiset of rows (checksum) as the local join of the whole inputs, for every join type, also
-// under a small host limit that makes the shuffles spill, and with one rank given no rows.
+// under a small host limit that makes the shuffles spill, and with one rank given no rows; the
+// same on the GPU with the tables in device memory (skipped without a GPU).
 #include <spillway/comm/launch.hpp>
 #include <spillway/comm/single.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/ops/hash_join.hpp>
 #include <spillway/table/checksum.hpp>
 #include <spillway/table/generator.hpp>
+#include <spillway/table/gpu.hpp>
 #include <spillway/table/pack.hpp>
 
 #include "common.hpp"
@@ -35,8 +37,14 @@ Table part(Rank r, std::size_t rows_per_rank, std::uint64_t seed, Rank empty_ran
   return side(r == empty_rank ? 0 : rows_per_rank, seed * 100 + static_cast<std::uint64_t>(r), br);
 }
 
-void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_rank) {
-  SCOPED_TRACE(std::to_string(nranks) + " ranks, " + to_string(type));
+/// Where check() puts each rank's tables: host views, host tables handed over, or tables in
+/// device memory handed over (the GPU join).
+enum class Input { views, owned, device };
+
+void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_rank,
+           Input input = Input::views) {
+  SCOPED_TRACE(std::to_string(nranks) + " ranks, " + to_string(type) +
+               (input == Input::device ? ", on the GPU" : ""));
   test::TempDir dir;
   const std::size_t rows = 3000;
   const std::vector<std::size_t> keys{0};
@@ -58,8 +66,12 @@ void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_ran
     const Table rt = concat(rv, br);
     want = checksum(hash_join(l.view(), keys, rt.view(), keys, type, br).view());
   }
-  auto cfg = test::host_config(dir.path());
-  if (host_limit_mib > 0) cfg.limits[index(MemoryType::HOST)] = Limit::bytes(host_limit_mib * MiB);
+  auto cfg =
+      input == Input::device ? test::small_config(dir.path()) : test::host_config(dir.path());
+  if (host_limit_mib > 0) {
+    cfg.limits[index(input == Input::device ? MemoryType::DEVICE : MemoryType::HOST)] =
+        Limit::bytes(host_limit_mib * MiB);
+  }
   std::mutex m;
   TableChecksum got;
   std::size_t parts = 0;
@@ -68,14 +80,26 @@ void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_ran
   o.partitions = 7;
   const int rc =
       run_ranks(RankKind::local, nranks, cfg, [&](Communicator& comm, BufferResource& br) {
-        const Table l = part(comm.rank(), rows, 1, empty_rank, br);
-        const Table r = part(comm.rank(), rows / 2, 2, empty_rank, br);
-        ops::hash_join(comm, br, l.view(), keys, r.view(), keys, o, [&](std::uint32_t, Table&& t) {
-          const TableChecksum c = checksum(t.view());
+        Table l = part(comm.rank(), rows, 1, empty_rank, br);
+        Table r = part(comm.rank(), rows / 2, 2, empty_rank, br);
+        const auto out = [&](std::uint32_t, Table&& t) {
+          const bool on_gpu = input == Input::device;
+          EXPECT_EQ(t.column(0).data().mem_type(), on_gpu ? MemoryType::DEVICE : MemoryType::HOST);
+          const TableChecksum c =
+              on_gpu ? gpu::checksum(t.view(), br, br.stream()) : checksum(t.view());
           std::lock_guard lock(m);
           got += c;
           ++parts;
-        });
+        };
+        if (input == Input::views) {
+          ops::hash_join(comm, br, l.view(), keys, r.view(), keys, o, out);
+          return 0;
+        }
+        if (input == Input::device) {
+          l = copy_table(l, MemoryType::DEVICE, br, br.stream());
+          r = copy_table(r, MemoryType::DEVICE, br, br.stream());
+        }
+        ops::hash_join(comm, br, std::move(l), keys, std::move(r), keys, o, out);
         return 0;
       });
   EXPECT_EQ(rc, 0);
@@ -96,6 +120,36 @@ TEST(HashJoin, EveryTypeEqualsTheLocalJoinOfTheWholeInputs) {
 TEST(HashJoin, UnderASmallHostLimitAndWithARankWithoutRows) {
   check(4, JoinType::inner, 3, -1);
   check(3, JoinType::full, 3, 1);
+}
+
+TEST(HashJoin, TablesHandedOverJoinAsViewsDo) {
+  check(2, JoinType::left, 0, -1, Input::owned);
+}
+
+TEST(HashJoin, OnTheGpuEveryTypeEqualsTheLocalJoinOfTheWholeInputs) {
+  {
+    test::TempDir dir;
+    BufferResource br(test::small_config(dir.path()));
+    SPILLWAY_SKIP_UNLESS_LIVE(br, MemoryType::DEVICE);
+  }
+  for (JoinType t : {JoinType::inner, JoinType::left, JoinType::left_semi, JoinType::left_anti,
+                     JoinType::full}) {
+    for (int n : {1, 3}) check(n, t, 0, -1, Input::device);
+  }
+  check(2, JoinType::inner, 1, 0, Input::device);  // a 1 MiB device limit, a rank without rows
+}
+
+TEST(HashJoin, SidesInDifferentMemoryAreAnError) {
+  test::TempDir dir;
+  BufferResource br(test::small_config(dir.path()));
+  SPILLWAY_SKIP_UNLESS_LIVE(br, MemoryType::DEVICE);
+  auto comm = make_single_communicator();
+  Table host = side(10, 1, br);
+  Table device = copy_table(side(10, 2, br), MemoryType::DEVICE, br, br.stream());
+  const std::vector<std::size_t> k{0};
+  EXPECT_THROW(ops::hash_join(*comm, br, std::move(host), k, std::move(device), k, {},
+                              [](std::uint32_t, Table&&) {}),
+               logic_error);
 }
 
 TEST(HashJoin, BadKeysAreAnErrorBeforeAnythingIsSent) {

@@ -7,6 +7,7 @@
 #include <spillway/table/join.hpp>
 
 #include "common.hpp"
+#include "join_sides.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <vector>
 
 using namespace spillway;
+using spillway::test::side;
 
 namespace {
 
@@ -89,48 +91,6 @@ Pairs pairs_of(const JoinMaps& m) {
   }
   std::sort(out.begin(), out.end());
   return out;
-}
-
-/// A STRING column of "k<value>" for each int32 value of `ints` (nulls kept).
-Column strings_of(const ColumnView& ints, BufferResource& br) {
-  std::vector<std::string> s(ints.size);
-  std::size_t total = 0;
-  for (std::size_t i = 0; i < ints.size; ++i) {
-    char text[16];
-    std::snprintf(text, sizeof text, "k%d", ints.value<std::int32_t>(i));
-    s[i] = text;
-    total += s[i].size();
-  }
-  auto offsets = br.allocate(MemoryType::HOST, (ints.size + 1) * 4);
-  auto chars = br.allocate(MemoryType::HOST, std::max<std::size_t>(total, 1));
-  auto* o = reinterpret_cast<std::int32_t*>(offsets->data());
-  o[0] = 0;
-  for (std::size_t i = 0; i < ints.size; ++i) {
-    std::memcpy(chars->data() + o[i], s[i].data(), s[i].size());
-    o[i + 1] = o[i] + static_cast<std::int32_t>(s[i].size());
-  }
-  std::unique_ptr<Buffer> mask;
-  if (ints.nullable()) {
-    mask = br.allocate(MemoryType::HOST, mask_bytes(ints.size));
-    std::memcpy(mask->data(), ints.null_mask, mask_bytes(ints.size));
-  }
-  return Column(TypeId::STRING, ints.size, std::move(chars), std::move(offsets), std::move(mask));
-}
-
-/// A random side: key columns INT64 and INT32 (low cardinality, nulls), a STRING key made from
-/// the INT32 one, and a FLOAT64 payload.
-Table side(std::size_t rows, std::uint64_t seed, BufferResource& br) {
-  RandomTableOptions o;
-  o.rows = rows;
-  o.types = {TypeId::INT64, TypeId::INT32, TypeId::FLOAT64};
-  o.key_cardinality = 37;
-  o.null_fraction = 0.05;
-  o.seed = seed;
-  Table t = random_table(o, br);
-  Column s = strings_of(t.view().columns[1], br);
-  std::vector<Column> cols = std::move(t).release();
-  cols.push_back(std::move(s));
-  return Table(std::move(cols), {"a", "b", "v", "s"});
 }
 
 constexpr JoinType all_types[] = {JoinType::inner, JoinType::left, JoinType::left_semi,

@@ -20,5 +20,6 @@ done <<'FLAGS'
 --skew 2|--skew takes a fraction
 --frobnicate|unknown option
 -p lots|-p takes a whole number
+--device-limit 64|--device-limit needs --gpu
 FLAGS
 exit $status

@@ -3,7 +3,9 @@
 /// The distributed hash join (the shuffle plan): both sides' rows go to the owner of
 /// hash(keys) % partitions over two Shufflers of the same modulus and seed, and each local
 /// partition pair is joined (table/join.hpp) as soon as both of its sides have arrived, one at
-/// a time, while the others wait where they landed, spillable.
+/// a time, while the others wait where they landed, spillable. Tables in device memory are
+/// partitioned, concatenated and joined on the GPU (table/gpu_join.hpp), on the buffer
+/// resource's stream.
 
 #include <spillway/comm/communicator.hpp>
 #include <spillway/memory/buffer_resource.hpp>
@@ -36,6 +38,18 @@ struct HashJoinOptions {
 ///         within the limits
 void hash_join(Communicator& comm, BufferResource& br, const TableView& left,
                std::span<const std::size_t> left_keys, const TableView& right,
+               std::span<const std::size_t> right_keys, const HashJoinOptions& options,
+               const std::function<void(std::uint32_t, Table&&)>& out);
+
+/// hash_join of tables it consumes: host tables as above, or tables in device memory, each
+/// partitioned on the GPU into the shuffle (Shuffler::insert_finished of a table, which frees
+/// the input as it goes), each partition pair concatenated and joined on the GPU, and the
+/// output given as DEVICE tables valid on the buffer resource's stream. Both sides must be
+/// in the same kind of memory.
+/// @throws as above; spillway::logic_error when one side is in device memory and the other
+///         is not
+void hash_join(Communicator& comm, BufferResource& br, Table&& left,
+               std::span<const std::size_t> left_keys, Table&& right,
                std::span<const std::size_t> right_keys, const HashJoinOptions& options,
                const std::function<void(std::uint32_t, Table&&)>& out);
 

@@ -1,6 +1,7 @@
 // The GPU table functions in a build without CUDA: each says so.
 #include <spillway/core/error.hpp>
 #include <spillway/table/gpu.hpp>
+#include <spillway/table/gpu_join.hpp>
 
 namespace spillway::gpu {
 
@@ -67,6 +68,18 @@ void add_checksum(const TableView&, Buffer&, std::size_t, BufferResource&, Strea
 Table random_int32_table(std::size_t, std::size_t, std::int32_t, std::int32_t, std::uint64_t,
                          BufferResource&, Stream) {
   no_cuda("random_int32_table");
+}
+
+JoinMaps join_maps(const TableView&, std::span<const std::size_t>, const TableView&,
+                   std::span<const std::size_t>, JoinType, BufferResource&, Stream) {
+  no_cuda("join_maps");
+}
+Table gather(const TableView&, const std::int32_t*, std::size_t, bool, BufferResource&, Stream) {
+  no_cuda("gather");
+}
+Table hash_join(const TableView&, std::span<const std::size_t>, const TableView&,
+                std::span<const std::size_t>, JoinType, BufferResource&, Stream) {
+  no_cuda("hash_join");
 }
 
 }  // namespace spillway::gpu

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace spillway::gpu::detail {
@@ -54,6 +55,38 @@ __device__ inline std::uint32_t hash_row(const DeviceColumn* keys, std::uint32_t
     h = hash_combine(h, hash_element(keys[k], row, k == 0 ? seed : default_hash_seed));
   }
   return h;
+}
+
+/// Whether row i of keys `a` and row j of keys `b` (the same types, neither row null) hold
+/// equal values, floats as SQL compares them (NaN = NaN, -0.0 = 0.0), as
+/// spillway::detail::keys_equal on the host.
+__device__ inline bool keys_equal(const DeviceColumn* a, std::size_t i, const DeviceColumn* b,
+                                  std::size_t j, std::uint32_t nkeys) {
+  for (std::uint32_t k = 0; k < nkeys; ++k) {
+    const DeviceColumn& x = a[k];
+    const DeviceColumn& y = b[k];
+    if (x.type == TypeId::STRING) {
+      const std::int32_t xa = x.offsets[i];
+      const std::int32_t ya = y.offsets[j];
+      const std::int32_t n = x.offsets[i + 1] - xa;
+      if (n != y.offsets[j + 1] - ya) return false;
+      for (std::int32_t c = 0; c < n; ++c) {
+        if (x.data[xa + c] != y.data[ya + c]) return false;
+      }
+      continue;
+    }
+    const bool same = spillway::detail::dispatch_fixed(x.type, [&]<typename T>() {
+      const T u = reinterpret_cast<const T*>(x.data)[i];
+      const T v = reinterpret_cast<const T*>(y.data)[j];
+      if constexpr (std::is_floating_point_v<T>) {
+        return u == v || (u != u && v != v);
+      } else {
+        return u == v;
+      }
+    });
+    if (!same) return false;
+  }
+  return true;
 }
 
 /// The index of the last of `n` ascending values `starts` that is ≤ x (starts[0] ≤ x): which
