@@ -11,6 +11,7 @@
 #include <spillway/comm/collectives.hpp>
 #include <spillway/comm/launch.hpp>
 #include <spillway/comm/mpi.hpp>
+#include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/memory/buffer_resource.hpp>
@@ -22,6 +23,7 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -45,6 +47,7 @@ struct Options {
   std::uint32_t partitions{0};
   long long host_limit_mib{-1};
   long long device_limit_mib{-1};
+  long long piece_mib{-1};  // -1: whole tables, or 64 under a device limit
   bool gpu{false};
   int runs{3};
   int warmups{1};
@@ -65,6 +68,10 @@ struct Options {
       "  --gpu                 tables in device memory, the join on the GPU\n"
       "  --host-limit MIB      HOST limit per rank (default: the settings')\n"
       "  --device-limit MIB    DEVICE limit per rank, with --gpu (default: the settings')\n"
+      "  --piece MIB           give the join each side in pieces of this size, each made (and\n"
+      "                        with --gpu copied to the device) when the join asks for it,\n"
+      "                        timed (default: whole tables made before the runs; 64 under\n"
+      "                        --device-limit)\n"
       "  -r N                  timed runs (default 3)\n"
       "  -w N                  warm-up runs (default 1)\n"
       "  -h                    this help\n");
@@ -111,6 +118,8 @@ Options parse(int argc, char** argv) {
       o.host_limit_mib = number(i, 1, 1LL << 30);
     } else if (a == "--device-limit") {
       o.device_limit_mib = number(i, 1, 1LL << 30);
+    } else if (a == "--piece") {
+      o.piece_mib = number(i, 1, 1LL << 30);
     } else if (a == "--gpu") {
       o.gpu = true;
     } else if (a == "-r") {
@@ -122,6 +131,7 @@ Options parse(int argc, char** argv) {
     }
   }
   if (o.device_limit_mib > 0 && !o.gpu) usage("--device-limit needs --gpu");
+  if (o.piece_mib < 0 && o.device_limit_mib > 0) o.piece_mib = 64;
   return o;
 }
 
@@ -140,24 +150,6 @@ std::int64_t b2_of(std::int64_t k) {
   return static_cast<std::int64_t>(mix(k ^ 0x5bd1e995) >> 1);
 }
 
-Column int64_column(const std::vector<std::int64_t>& v, BufferResource& br) {
-  auto b = br.allocate(MemoryType::HOST, v.size() * 8);
-  if (!v.empty()) std::memcpy(b->data(), v.data(), v.size() * 8);
-  return Column(TypeId::INT64, v.size(), std::move(b));
-}
-
-Table make_table(std::vector<std::vector<std::int64_t>> cols, std::vector<std::string> names,
-                 BufferResource& br) {
-  std::vector<Column> out;
-  for (const auto& c : cols) out.push_back(int64_column(c, br));
-  return Table(std::move(out), std::move(names));
-}
-
-struct Sides {
-  Table probe, build;
-  TableChecksum want;  // of this rank's probe rows as the join gives them
-};
-
 /// f(begin, end) over [0, n) in `threads` ranges at once.
 template <typename F>
 void parallel_rows(std::size_t n, std::size_t threads, const F& f) {
@@ -168,55 +160,129 @@ void parallel_rows(std::size_t n, std::size_t threads, const F& f) {
   for (auto& th : pool) th.join();
 }
 
-Sides make_sides(const Options& o, Rank rank, int nranks, BufferResource& br) {
-  const auto total_build = static_cast<std::uint64_t>(o.build) * static_cast<std::uint64_t>(nranks);
-  const std::size_t threads =
-      std::max<std::size_t>(1, std::thread::hardware_concurrency() / static_cast<unsigned>(nranks));
-  std::vector<std::int64_t> bk(o.build), b1(o.build), b2(o.build);
-  parallel_rows(o.build, threads, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i) {
-      bk[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(rank) * o.build + i);
-      b1[i] = b1_of(bk[i]);
-      b2[i] = b2_of(bk[i]);
+/// A table of INT64 columns from host vectors, in tier `to` (copies to the device are on the
+/// buffer resource's stream).
+Table make_table(const std::vector<std::vector<std::int64_t>>& cols, std::vector<std::string> names,
+                 MemoryType to, BufferResource& br) {
+  std::vector<Column> out;
+  for (const auto& v : cols) {
+    auto b = br.allocate(to, v.size() * 8, br.stream());
+    if (!v.empty() && to == MemoryType::HOST) {
+      std::memcpy(b->data(), v.data(), v.size() * 8);
+    } else if (!v.empty()) {
+      cuda::memcpy_async(b->data(), v.data(), v.size() * 8, br.stream());
     }
-  });
-  std::vector<std::int64_t> pk(o.probe), p1(o.probe), p2(o.probe);
-  const auto hot = static_cast<std::uint64_t>(o.skew * 1e9);
-  parallel_rows(o.probe, threads, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i) {
-      const std::uint64_t h = mix((static_cast<std::uint64_t>(rank) << 40) ^ i);
-      pk[i] = h % 1000000000 < hot ? 0 : static_cast<std::int64_t>((h >> 20) % total_build);
-      p1[i] = static_cast<std::int64_t>(i);
-      p2[i] = static_cast<std::int64_t>(mix(h) >> 1);
-    }
-  });
-  Sides s;
-  if (o.type == JoinType::left_anti) {
-    s.want = {};  // every probe row matches
-  } else if (o.type == JoinType::left_semi) {
-    s.want = checksum(make_table({pk, p1, p2}, {"k", "p1", "p2"}, br).view());
-  } else {
-    std::vector<std::int64_t> j1(o.probe), j2(o.probe);
-    parallel_rows(o.probe, threads, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t i = begin; i < end; ++i) {
-        j1[i] = b1_of(pk[i]);
-        j2[i] = b2_of(pk[i]);
+    out.emplace_back(TypeId::INT64, v.size(), std::move(b));
+  }
+  return Table(std::move(out), std::move(names));
+}
+
+/// This rank's rows of both sides, any range of them made on demand (the same values whatever
+/// the ranges), and what the join must give for them.
+class Rows {
+ public:
+  Rows(const Options& o, Rank rank, int nranks)
+      : o_{o},
+        rank_{static_cast<std::uint64_t>(rank)},
+        total_build_{static_cast<std::uint64_t>(o.build) * static_cast<std::uint64_t>(nranks)},
+        threads_{std::max<std::size_t>(
+            1, std::thread::hardware_concurrency() / static_cast<unsigned>(nranks))} {}
+
+  /// Build rows [begin, end): keys rank * build + i, payloads functions of the key.
+  Table build(std::size_t begin, std::size_t end, MemoryType to, BufferResource& br) const {
+    std::vector<std::vector<std::int64_t>> c(3, std::vector<std::int64_t>(end - begin));
+    parallel_rows(end - begin, threads_, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        c[0][i] = static_cast<std::int64_t>(rank_ * o_.build + begin + i);
+        c[1][i] = b1_of(c[0][i]);
+        c[2][i] = b2_of(c[0][i]);
       }
     });
-    s.want = checksum(
-        make_table({pk, p1, p2, pk, j1, j2}, {"k", "p1", "p2", "k_right", "b1", "b2"}, br).view());
+    return make_table(c, {"k", "b1", "b2"}, to, br);
   }
-  s.probe = make_table({std::move(pk), std::move(p1), std::move(p2)}, {"k", "p1", "p2"}, br);
-  s.build = make_table({std::move(bk), std::move(b1), std::move(b2)}, {"k", "b1", "b2"}, br);
-  return s;
-}
+  /// Probe rows [begin, end); with `joined`, each with its build row's columns after it (what
+  /// an inner or left join gives for it).
+  Table probe(std::size_t begin, std::size_t end, MemoryType to, BufferResource& br,
+              bool joined = false) const {
+    std::vector<std::vector<std::int64_t>> c(joined ? 6 : 3,
+                                             std::vector<std::int64_t>(end - begin));
+    const auto hot = static_cast<std::uint64_t>(o_.skew * 1e9);
+    parallel_rows(end - begin, threads_, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        const std::uint64_t h = mix((rank_ << 40) ^ (begin + i));
+        c[0][i] = h % 1000000000 < hot ? 0 : static_cast<std::int64_t>((h >> 20) % total_build_);
+        c[1][i] = static_cast<std::int64_t>(begin + i);
+        c[2][i] = static_cast<std::int64_t>(mix(h) >> 1);
+        if (joined) {
+          c[3][i] = c[0][i];
+          c[4][i] = b1_of(c[0][i]);
+          c[5][i] = b2_of(c[0][i]);
+        }
+      }
+    });
+    if (!joined) return make_table(c, {"k", "p1", "p2"}, to, br);
+    return make_table(c, {"k", "p1", "p2", "k_right", "b1", "b2"}, to, br);
+  }
+  /// The checksum of this rank's probe rows as the join gives them (every one matches), made
+  /// want_rows at a time.
+  TableChecksum want(BufferResource& br) const {
+    TableChecksum sum;
+    if (o_.type == JoinType::left_anti) return sum;
+    const bool joined = o_.type != JoinType::left_semi;
+    for (std::size_t at = 0; at < o_.probe; at += want_rows) {
+      const std::size_t end = std::min(o_.probe, at + want_rows);
+      sum += checksum(probe(at, end, MemoryType::HOST, br, joined).view());
+    }
+    return sum;
+  }
+  /// A source of one side's rows in pieces of about `piece` bytes, made into `to` as asked for.
+  ops::TableSource pieces(bool build_side, std::size_t piece, MemoryType to,
+                          BufferResource& br) const {
+    const std::size_t rows = std::max<std::size_t>(1, piece / 24);  // 3 int64 columns
+    const std::size_t n = build_side ? o_.build : o_.probe;
+    struct Cursor {
+      std::size_t at{0};
+      bool first{true};  // (a side without rows is one piece without rows)
+    };
+    auto cur = std::make_shared<Cursor>();
+    return [this, &br, build_side, rows, n, to, cur]() -> std::optional<Table> {
+      if (!cur->first && cur->at >= n) return std::nullopt;
+      cur->first = false;
+      const std::size_t end = std::min(n, cur->at + rows);
+      Table t = build_side ? build(cur->at, end, to, br) : probe(cur->at, end, to, br);
+      cur->at = end;
+      return t;
+    };
+  }
+
+ private:
+  static constexpr std::size_t want_rows = std::size_t{1} << 20;
+  const Options& o_;
+  std::uint64_t rank_;
+  std::uint64_t total_build_;
+  std::size_t threads_;
+};
 
 int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mutex& print) {
   if (o.gpu && !br.is_live(MemoryType::DEVICE)) {
     throw std::runtime_error("--gpu: no GPU here, or spillway was built without CUDA");
   }
   const int n = comm.nranks();
-  const Sides s = make_sides(o, comm.rank(), n, br);
+  const Rows rows(o, comm.rank(), n);
+  TableChecksum want;
+  {  // (the oracle's memory is not the join's: a resource of its own, without limits)
+    BufferResourceConfig c;
+    c.use_gpu = false;
+    BufferResource oracle(c);
+    want = rows.want(oracle);
+  }
+  // Whole tables are made once, in host memory (then copied to the device before each run
+  // with --gpu); pieces are made as the join asks for them, so no side is ever whole.
+  std::optional<Table> probe_table, build_table;
+  if (o.piece_mib <= 0) {
+    probe_table = rows.probe(0, o.probe, MemoryType::HOST, br);
+    build_table = rows.build(0, o.build, MemoryType::HOST, br);
+  }
   const std::uint64_t total_build = static_cast<std::uint64_t>(o.build) * n;
   const std::uint64_t total_probe = static_cast<std::uint64_t>(o.probe) * n;
   const double input_bytes = double(total_build + total_probe) * 24;
@@ -239,7 +305,12 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
       << format_bytes(input_bytes) << " in all) | skew " << o.skew
       << "\nplan: shuffle join (both sides hashed into " << partitions << " partitions, "
       << format_bytes(double(total_build) * 24 / partitions)
-      << " of build side each; each pair joined as it arrives)\nMemory: " << br.usage();
+      << " of build side each; each pair joined as it arrives"
+      << (o.piece_mib > 0 ? "; input made in pieces of " + std::to_string(o.piece_mib) +
+                                " MiB as the join asks for them (timed)" +
+                                (o.gpu ? ", each copied to the device" : "")
+                          : std::string())
+      << ")\nMemory: " << br.usage();
     say(h.str());
   }
   ops::HashJoinOptions jo;
@@ -258,20 +329,26 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
       check_seconds += std::chrono::duration<double>(Clock::now() - c0).count();
     };
     std::optional<Clock::time_point> t0;
-    if (o.gpu) {  // the join consumes device copies, made before the clock starts
-      Table probe = copy_table(s.probe, MemoryType::DEVICE, br, br.stream());
-      Table build = copy_table(s.build, MemoryType::DEVICE, br, br.stream());
+    if (o.piece_mib > 0) {  // pieces made as the join asks for them, timed
+      const MemoryType to = o.gpu ? MemoryType::DEVICE : MemoryType::HOST;
+      const auto piece = static_cast<std::size_t>(o.piece_mib) * MiB;
+      t0 = Clock::now();
+      ops::hash_join(comm, br, rows.pieces(false, piece, to, br), keys,
+                     rows.pieces(true, piece, to, br), keys, jo, check);
+    } else if (o.gpu) {  // the join consumes device copies, made before the clock starts
+      Table probe = copy_table(*probe_table, MemoryType::DEVICE, br, br.stream());
+      Table build = copy_table(*build_table, MemoryType::DEVICE, br, br.stream());
       br.stream().synchronize();
       comm.barrier();
       t0 = Clock::now();
       ops::hash_join(comm, br, std::move(probe), keys, std::move(build), keys, jo, check);
     } else {
       t0 = Clock::now();
-      ops::hash_join(comm, br, s.probe.view(), keys, s.build.view(), keys, jo, check);
+      ops::hash_join(comm, br, probe_table->view(), keys, build_table->view(), keys, jo, check);
     }
     const double mine = std::chrono::duration<double>(Clock::now() - *t0).count() - check_seconds;
     const double slowest = allreduce(comm, 900, std::span(&mine, 1), ReduceOp::max)[0];
-    const std::vector<std::uint64_t> sums{got.rows, got.sum, s.want.rows, s.want.sum};
+    const std::vector<std::uint64_t> sums{got.rows, got.sum, want.rows, want.sum};
     const auto all = allreduce(comm, 901, std::span(sums), ReduceOp::sum);
     const bool ok = all[0] == all[2] && all[1] == all[3];
     valid = valid && ok;

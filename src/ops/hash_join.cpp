@@ -12,6 +12,7 @@
 
 #include <array>
 #include <chrono>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -19,17 +20,20 @@ namespace spillway::ops {
 
 namespace {
 
-/// Partitions `side` and inserts all of it into `s`.
-void insert_side(Shuffler& s, const TableView& side, std::span<const std::size_t> keys,
-                 std::uint32_t partitions, BufferResource& br, std::uint32_t seed) {
-  auto packed = partition_and_pack(side, keys, partitions, br, seed);
+/// The partitions of `side` with rows, packed (on the GPU when `device`).
+std::unordered_map<PartID, PackedData> partitioned(const TableView& side,
+                                                   std::span<const std::size_t> keys,
+                                                   std::uint32_t partitions, bool device,
+                                                   BufferResource& br, std::uint32_t seed) {
+  auto packed = device ? gpu::partition_and_pack(side, keys, partitions, br, br.stream(), seed)
+                       : partition_and_pack(side, keys, partitions, br, seed);
   std::unordered_map<PartID, PackedData> chunks;
   for (PartID p = 0; p < partitions; ++p) {
     if (packed[p].payload != nullptr && packed[p].payload->size() > 0) {
       chunks.emplace(p, std::move(packed[p]));
     }
   }
-  s.insert_finished(std::move(chunks));
+  return chunks;
 }
 
 /// The columns of `schema` with no rows, in device memory when `device`.
@@ -109,6 +113,48 @@ bool in_device_memory(const Table& t) {
   return t.num_columns() > 0 && t.column(0).data().mem_type() == MemoryType::DEVICE;
 }
 
+/// Both sides in the same kind of memory. @returns whether that is device memory
+bool same_memory(const Table& left, const Table& right) {
+  const bool device = in_device_memory(left);
+  SPILLWAY_EXPECTS(device == in_device_memory(right),
+                   std::string("hash_join: the left side is ") +
+                       (device ? "in device memory and the right side is not"
+                               : "not in device memory and the right side is"));
+  return device;
+}
+
+/// The first piece of a source. @throws spillway::logic_error when it has none
+Table first_piece(const TableSource& next, const char* side) {
+  std::optional<Table> t = next();
+  SPILLWAY_EXPECTS(t.has_value(), std::string("hash_join: the ") + side +
+                                      " source gave no table (give one without rows for none)");
+  return std::move(*t);
+}
+
+/// Partitions and inserts `first` and then every further piece of `next` into `s`, then
+/// insert_finished(): one piece at a time, each freed once packed.
+void insert_pieces(Shuffler& s, Table first, const TableSource& next, const Table& schema,
+                   std::span<const std::size_t> keys, std::uint32_t partitions, bool device,
+                   BufferResource& br, std::uint32_t seed) {
+  for (std::optional<Table> piece = std::move(first); piece; piece = next()) {
+    SPILLWAY_EXPECTS(in_device_memory(*piece) == device || piece->num_columns() == 0,
+                     "hash_join: a source's pieces are in different kinds of memory");
+    SPILLWAY_EXPECTS(piece->num_columns() == schema.num_columns(),
+                     "hash_join: a source's pieces have " + std::to_string(piece->num_columns()) +
+                         " and " + std::to_string(schema.num_columns()) + " columns");
+    for (std::size_t c = 0; c < schema.num_columns(); ++c) {
+      SPILLWAY_EXPECTS(
+          piece->column(c).type() == schema.column(c).type(),
+          "hash_join: a source's pieces differ in the type of column " + std::to_string(c));
+    }
+    if (piece->num_rows() == 0) continue;
+    auto chunks = partitioned(piece->view(), keys, partitions, device, br, seed);
+    piece.reset();
+    if (!chunks.empty()) s.insert(std::move(chunks));
+  }
+  s.insert_finished();
+}
+
 }  // namespace
 
 void hash_join(Communicator& comm, BufferResource& br, const TableView& left,
@@ -121,8 +167,8 @@ void hash_join(Communicator& comm, BufferResource& br, const TableView& left,
   const std::uint32_t partitions = partitions_of(comm, options);
   Shuffler ls(comm, options.op, partitions, br);
   Shuffler rs(comm, static_cast<OpID>(options.op + 1), partitions, br);
-  insert_side(ls, left, left_keys, partitions, br, options.seed);
-  insert_side(rs, right, right_keys, partitions, br, options.seed);
+  ls.insert_finished(partitioned(left, left_keys, partitions, false, br, options.seed));
+  rs.insert_finished(partitioned(right, right_keys, partitions, false, br, options.seed));
   join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, false,
                   out);
 }
@@ -131,11 +177,7 @@ void hash_join(Communicator& comm, BufferResource& br, Table&& left,
                std::span<const std::size_t> left_keys, Table&& right,
                std::span<const std::size_t> right_keys, const HashJoinOptions& options,
                const std::function<void(std::uint32_t, Table&&)>& out) {
-  const bool device = in_device_memory(left);
-  SPILLWAY_EXPECTS(device == in_device_memory(right),
-                   std::string("hash_join: the left side is ") +
-                       (device ? "in device memory and the right side is not"
-                               : "not in device memory and the right side is"));
+  const bool device = same_memory(left, right);
   if (!device) {
     hash_join(comm, br, left.view(), left_keys, right.view(), right_keys, options, out);
     return;
@@ -149,6 +191,25 @@ void hash_join(Communicator& comm, BufferResource& br, Table&& left,
   ls.insert_finished(std::move(left), left_keys, options.seed);
   rs.insert_finished(std::move(right), right_keys, options.seed);
   join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, true,
+                  out);
+}
+
+void hash_join(Communicator& comm, BufferResource& br, const TableSource& left,
+               std::span<const std::size_t> left_keys, const TableSource& right,
+               std::span<const std::size_t> right_keys, const HashJoinOptions& options,
+               const std::function<void(std::uint32_t, Table&&)>& out) {
+  Table l = first_piece(left, "left");
+  Table r = first_piece(right, "right");
+  const bool device = same_memory(l, r);
+  const Table lschema = empty_like(l.view(), device, br);
+  const Table rschema = empty_like(r.view(), device, br);
+  check_keys(lschema, left_keys, rschema, right_keys, options.type);
+  const std::uint32_t partitions = partitions_of(comm, options);
+  Shuffler ls(comm, options.op, partitions, br);
+  Shuffler rs(comm, static_cast<OpID>(options.op + 1), partitions, br);
+  insert_pieces(ls, std::move(l), left, lschema, left_keys, partitions, device, br, options.seed);
+  insert_pieces(rs, std::move(r), right, rschema, right_keys, partitions, device, br, options.seed);
+  join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, device,
                   out);
 }
 

@@ -7,13 +7,16 @@
 #include <spillway/core/error.hpp>
 #include <spillway/ops/hash_join.hpp>
 #include <spillway/table/checksum.hpp>
+#include <spillway/table/gather.hpp>
 #include <spillway/table/generator.hpp>
 #include <spillway/table/gpu.hpp>
 #include <spillway/table/pack.hpp>
 
 #include "common.hpp"
 
+#include <memory>
 #include <mutex>
+#include <optional>
 
 using namespace spillway;
 
@@ -37,14 +40,35 @@ Table part(Rank r, std::size_t rows_per_rank, std::uint64_t seed, Rank empty_ran
   return side(r == empty_rank ? 0 : rows_per_rank, seed * 100 + static_cast<std::uint64_t>(r), br);
 }
 
-/// Where check() puts each rank's tables: host views, host tables handed over, or tables in
-/// device memory handed over (the GPU join).
-enum class Input { views, owned, device };
+/// Where check() puts each rank's tables: host views, host tables handed over, tables in
+/// device memory handed over (the GPU join), or either given in pieces.
+enum class Input { views, owned, device, host_pieces, device_pieces };
+
+/// A source of `t` in three pieces (the last may be empty), copied into `to`.
+ops::TableSource three_pieces(const Table& t, MemoryType to, BufferResource& br) {
+  auto pieces = std::make_shared<std::vector<Table>>();
+  const std::size_t n = t.num_rows();
+  for (std::size_t p = 0; p < 3; ++p) {
+    std::vector<std::int64_t> rows;
+    for (std::size_t i = n * p / 3; i < n * (p + 1) / 3; ++i) {
+      rows.push_back(static_cast<std::int64_t>(i));
+    }
+    pieces->push_back(copy_table(gather(t.view(), rows, br), to, br, br.stream()));
+  }
+  return [pieces]() -> std::optional<Table> {
+    if (pieces->empty()) return std::nullopt;
+    Table t = std::move(pieces->front());
+    pieces->erase(pieces->begin());
+    return t;
+  };
+}
 
 void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_rank,
            Input input = Input::views) {
+  const bool on_gpu = input == Input::device || input == Input::device_pieces;
   SCOPED_TRACE(std::to_string(nranks) + " ranks, " + to_string(type) +
-               (input == Input::device ? ", on the GPU" : ""));
+               (on_gpu ? ", on the GPU" : "") +
+               (input == Input::host_pieces || input == Input::device_pieces ? ", in pieces" : ""));
   test::TempDir dir;
   const std::size_t rows = 3000;
   const std::vector<std::size_t> keys{0};
@@ -66,10 +90,9 @@ void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_ran
     const Table rt = concat(rv, br);
     want = checksum(hash_join(l.view(), keys, rt.view(), keys, type, br).view());
   }
-  auto cfg =
-      input == Input::device ? test::small_config(dir.path()) : test::host_config(dir.path());
+  auto cfg = on_gpu ? test::small_config(dir.path()) : test::host_config(dir.path());
   if (host_limit_mib > 0) {
-    cfg.limits[index(input == Input::device ? MemoryType::DEVICE : MemoryType::HOST)] =
+    cfg.limits[index(on_gpu ? MemoryType::DEVICE : MemoryType::HOST)] =
         Limit::bytes(host_limit_mib * MiB);
   }
   std::mutex m;
@@ -83,7 +106,6 @@ void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_ran
         Table l = part(comm.rank(), rows, 1, empty_rank, br);
         Table r = part(comm.rank(), rows / 2, 2, empty_rank, br);
         const auto out = [&](std::uint32_t, Table&& t) {
-          const bool on_gpu = input == Input::device;
           EXPECT_EQ(t.column(0).data().mem_type(), on_gpu ? MemoryType::DEVICE : MemoryType::HOST);
           const TableChecksum c =
               on_gpu ? gpu::checksum(t.view(), br, br.stream()) : checksum(t.view());
@@ -93,6 +115,12 @@ void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_ran
         };
         if (input == Input::views) {
           ops::hash_join(comm, br, l.view(), keys, r.view(), keys, o, out);
+          return 0;
+        }
+        if (input == Input::host_pieces || input == Input::device_pieces) {
+          const MemoryType to = on_gpu ? MemoryType::DEVICE : MemoryType::HOST;
+          ops::hash_join(comm, br, three_pieces(l, to, br), keys, three_pieces(r, to, br), keys, o,
+                         out);
           return 0;
         }
         if (input == Input::device) {
@@ -122,8 +150,10 @@ TEST(HashJoin, UnderASmallHostLimitAndWithARankWithoutRows) {
   check(3, JoinType::full, 3, 1);
 }
 
-TEST(HashJoin, TablesHandedOverJoinAsViewsDo) {
+TEST(HashJoin, TablesHandedOverOrInPiecesJoinAsViewsDo) {
   check(2, JoinType::left, 0, -1, Input::owned);
+  check(3, JoinType::full, 0, -1, Input::host_pieces);
+  check(2, JoinType::inner, 3, 1, Input::host_pieces);
 }
 
 TEST(HashJoin, OnTheGpuEveryTypeEqualsTheLocalJoinOfTheWholeInputs) {
@@ -137,6 +167,34 @@ TEST(HashJoin, OnTheGpuEveryTypeEqualsTheLocalJoinOfTheWholeInputs) {
     for (int n : {1, 3}) check(n, t, 0, -1, Input::device);
   }
   check(2, JoinType::inner, 1, 0, Input::device);  // a 1 MiB device limit, a rank without rows
+  check(3, JoinType::left_anti, 0, -1, Input::device_pieces);
+  check(2, JoinType::full, 1, -1, Input::device_pieces);
+}
+
+TEST(HashJoin, SourcesWithoutPiecesOrWithOtherSchemasAreAnError) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  auto comm = make_single_communicator();
+  const std::vector<std::size_t> k{0};
+  const Table t = side(10, 1, br);
+  const auto none = []() -> std::optional<Table> { return std::nullopt; };
+  const auto ignore = [](std::uint32_t, Table&&) {};
+  EXPECT_THROW(
+      ops::hash_join(*comm, br, none, k, three_pieces(t, MemoryType::HOST, br), k, {}, ignore),
+      logic_error);
+  bool first = true;
+  const ops::TableSource mixed = [&]() -> std::optional<Table> {
+    if (!first) {
+      std::vector<Column> cols = side(5, 2, br).release();
+      cols.pop_back();
+      return Table(std::move(cols), {"k", "s"});
+    }
+    first = false;
+    return side(5, 3, br);
+  };
+  EXPECT_THROW(
+      ops::hash_join(*comm, br, mixed, k, three_pieces(t, MemoryType::HOST, br), k, {}, ignore),
+      logic_error);
 }
 
 TEST(HashJoin, SidesInDifferentMemoryAreAnError) {

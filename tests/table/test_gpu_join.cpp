@@ -7,6 +7,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/table/checksum.hpp>
 #include <spillway/table/gather.hpp>
+#include <spillway/table/generator.hpp>
 #include <spillway/table/gpu.hpp>
 #include <spillway/table/gpu_join.hpp>
 #include <spillway/table/join.hpp>
@@ -119,22 +120,38 @@ TEST_F(GpuJoin, EveryTypeAndKeySetEqualsTheCpuJoin) {
 }
 
 TEST_F(GpuJoin, ManyRowsManyDuplicatesAndOnePartitionsKeys) {
-  // 200k x 50k on the low-cardinality INT32 key (37 values: thousands of matches per row),
-  // then on a side whose rows all come from one partition of 64 (their row hashes share the
-  // low 6 bits), which would crowd a table indexed by the hash's low bits.
+  // 20k x 5k on the low-cardinality INT32 key (37 values: hundreds of matches per row), then
+  // on a side whose rows all come from one partition of 64 (their row hashes share the low 6
+  // bits), which would crowd a table indexed by the hash's low bits.
   const Table l = test::side(20000, 3, br);
   const Table r = test::side(5000, 4, br);
   expect_same_join(l, r, {1}, JoinType::inner);
   expect_same_join(l, r, {0, 3}, JoinType::full);
-  const Table big_l = test::side(200000, 5, br);
-  const Table big_r = test::side(50000, 6, br);
+  // 200k x 50k rows of 100k distinct INT64 keys, the right side cut to its largest partition
+  // of 64.
+  const auto wide = [&](std::size_t rows, std::uint64_t seed) {
+    RandomTableOptions o;
+    o.rows = rows;
+    o.types = {TypeId::INT64, TypeId::FLOAT64};
+    o.key_cardinality = 100000;
+    o.null_fraction = 0.01;
+    o.seed = seed;
+    return random_table(o, br);
+  };
+  const Table big_l = wide(200000, 5);
+  const Table big_r = wide(50000, 6);
   const std::vector<std::size_t> k0{0};
-  const PartitionedTable one = hash_partition(big_r.view(), k0, 64, br);
-  const std::size_t rows = one.offsets[1] - one.offsets[0];
-  ASSERT_GT(rows, 100u);
-  std::vector<std::int64_t> first(rows);
-  for (std::size_t i = 0; i < rows; ++i) first[i] = static_cast<std::int64_t>(i);
-  const Table part = gather(one.table.view(), first, br);
+  const PartitionedTable parts = hash_partition(big_r.view(), k0, 64, br);
+  std::size_t p = 0;
+  for (std::size_t q = 1; q < 64; ++q) {
+    if (parts.offsets[q + 1] - parts.offsets[q] > parts.offsets[p + 1] - parts.offsets[p]) p = q;
+  }
+  ASSERT_GT(parts.offsets[p + 1] - parts.offsets[p], 500u);
+  std::vector<std::int64_t> rows;
+  for (std::size_t i = parts.offsets[p]; i < parts.offsets[p + 1]; ++i) {
+    rows.push_back(static_cast<std::int64_t>(i));
+  }
+  const Table part = gather(parts.table.view(), rows, br);
   for (JoinType type : all_types) {
     SCOPED_TRACE(to_string(type));
     expect_same_join(big_l, part, k0, type);

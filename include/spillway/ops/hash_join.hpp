@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 
 namespace spillway::ops {
@@ -50,6 +51,22 @@ void hash_join(Communicator& comm, BufferResource& br, const TableView& left,
 ///         is not
 void hash_join(Communicator& comm, BufferResource& br, Table&& left,
                std::span<const std::size_t> left_keys, Table&& right,
+               std::span<const std::size_t> right_keys, const HashJoinOptions& options,
+               const std::function<void(std::uint32_t, Table&&)>& out);
+
+/// The next piece of one side's rows on this rank, or nullopt after the last. Pieces are
+/// tables of one schema, all in host memory or all in device memory.
+using TableSource = std::function<std::optional<Table>()>;
+
+/// hash_join of inputs given a piece at a time (a side larger than memory): each piece is
+/// partitioned (on the GPU for device memory) and inserted into the shuffle, where it stays
+/// spillable, before the next is asked for, so that a side need never be whole in memory.
+/// Outputs as for tables handed over. Each source must give at least one piece (one without
+/// rows for none).
+/// @throws as above; spillway::logic_error for a source without pieces, or pieces of another
+///         schema or kind of memory than its first
+void hash_join(Communicator& comm, BufferResource& br, const TableSource& left,
+               std::span<const std::size_t> left_keys, const TableSource& right,
                std::span<const std::size_t> right_keys, const HashJoinOptions& options,
                const std::function<void(std::uint32_t, Table&&)>& out);
 
