@@ -366,9 +366,7 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
   m << "medians: " << med << " sec | " << double(total_build + total_probe) / med / 1e6
     << " M input rows/s | " << input_bytes / med / 1e9 << " GB/s of input | peak of rank 0:";
   for (MemoryType t : all_memory_types) {
-    if (!br.is_live(t) || (t == MemoryType::DEVICE && !o.gpu) || t == MemoryType::PINNED_HOST) {
-      continue;
-    }
+    if (!br.is_live(t)) continue;
     m << " " << to_string(t) << " " << format_bytes(double(br.peak(t))) << "/"
       << (br.limit(t) == unlimited_bytes ? std::string("unlimited")
                                          : format_bytes(double(br.limit(t))));
