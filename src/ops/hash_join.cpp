@@ -10,6 +10,8 @@
 #include <spillway/table/pack.hpp>
 #include <spillway/table/partition.hpp>
 
+#include "ops/detail/pieces.hpp"
+
 #include <array>
 #include <chrono>
 #include <optional>
@@ -19,36 +21,6 @@
 namespace spillway::ops {
 
 namespace {
-
-/// The partitions of `side` with rows, packed (on the GPU when `device`).
-std::unordered_map<PartID, PackedData> partitioned(const TableView& side,
-                                                   std::span<const std::size_t> keys,
-                                                   std::uint32_t partitions, bool device,
-                                                   BufferResource& br, std::uint32_t seed) {
-  auto packed = device ? gpu::partition_and_pack(side, keys, partitions, br, br.stream(), seed)
-                       : partition_and_pack(side, keys, partitions, br, seed);
-  std::unordered_map<PartID, PackedData> chunks;
-  for (PartID p = 0; p < partitions; ++p) {
-    if (packed[p].payload != nullptr && packed[p].payload->size() > 0) {
-      chunks.emplace(p, std::move(packed[p]));
-    }
-  }
-  return chunks;
-}
-
-/// The columns of `schema` with no rows, in device memory when `device`.
-Table empty_like(const TableView& schema, bool device, BufferResource& br) {
-  return device ? gpu::gather(schema, nullptr, 0, false, br, br.stream()) : gather(schema, {}, br);
-}
-
-/// One side of a partition: its chunks unpacked into one table, or `schema` when no rank had
-/// any rows of it.
-Table side_of(Shuffler& s, PartID pid, const Table& schema, bool device, BufferResource& br) {
-  std::vector<PackedData> chunks = s.extract(pid);
-  if (chunks.empty()) return empty_like(schema.view(), device, br);
-  return device ? gpu::unpack_and_concat(std::move(chunks), br, br.stream())
-                : unpack_and_concat(std::move(chunks), br);
-}
 
 /// Checks the keys before any rank has sent anything: an empty join of the schemas (the same
 /// checks as every partition's).
@@ -100,8 +72,8 @@ void join_partitions(Communicator& comm, BufferResource& br, Shuffler& ls, const
     }
     arrived[0].erase(ready);
     arrived[1].erase(ready);
-    const Table l = side_of(ls, ready, lschema, device, br);
-    const Table r = side_of(rs, ready, rschema, device, br);
+    const Table l = detail::extract_table(ls, ready, lschema, device, br);
+    const Table r = detail::extract_table(rs, ready, rschema, device, br);
     out(ready,
         device ? gpu::hash_join(l.view(), left_keys, r.view(), right_keys, type, br, br.stream())
                : spillway::hash_join(l.view(), left_keys, r.view(), right_keys, type, br));
@@ -109,26 +81,14 @@ void join_partitions(Communicator& comm, BufferResource& br, Shuffler& ls, const
   }
 }
 
-bool in_device_memory(const Table& t) {
-  return t.num_columns() > 0 && t.column(0).data().mem_type() == MemoryType::DEVICE;
-}
-
 /// Both sides in the same kind of memory. @returns whether that is device memory
 bool same_memory(const Table& left, const Table& right) {
-  const bool device = in_device_memory(left);
-  SPILLWAY_EXPECTS(device == in_device_memory(right),
+  const bool device = detail::in_device_memory(left);
+  SPILLWAY_EXPECTS(device == detail::in_device_memory(right),
                    std::string("hash_join: the left side is ") +
                        (device ? "in device memory and the right side is not"
                                : "not in device memory and the right side is"));
   return device;
-}
-
-/// The first piece of a source. @throws spillway::logic_error when it has none
-Table first_piece(const TableSource& next, const char* side) {
-  std::optional<Table> t = next();
-  SPILLWAY_EXPECTS(t.has_value(), std::string("hash_join: the ") + side +
-                                      " source gave no table (give one without rows for none)");
-  return std::move(*t);
 }
 
 /// Partitions and inserts `first` and then every further piece of `next` into `s`, then
@@ -137,18 +97,9 @@ void insert_pieces(Shuffler& s, Table first, const TableSource& next, const Tabl
                    std::span<const std::size_t> keys, std::uint32_t partitions, bool device,
                    BufferResource& br, std::uint32_t seed) {
   for (std::optional<Table> piece = std::move(first); piece; piece = next()) {
-    SPILLWAY_EXPECTS(in_device_memory(*piece) == device || piece->num_columns() == 0,
-                     "hash_join: a source's pieces are in different kinds of memory");
-    SPILLWAY_EXPECTS(piece->num_columns() == schema.num_columns(),
-                     "hash_join: a source's pieces have " + std::to_string(piece->num_columns()) +
-                         " and " + std::to_string(schema.num_columns()) + " columns");
-    for (std::size_t c = 0; c < schema.num_columns(); ++c) {
-      SPILLWAY_EXPECTS(
-          piece->column(c).type() == schema.column(c).type(),
-          "hash_join: a source's pieces differ in the type of column " + std::to_string(c));
-    }
+    detail::check_piece(*piece, schema, device);
     if (piece->num_rows() == 0) continue;
-    auto chunks = partitioned(piece->view(), keys, partitions, device, br, seed);
+    auto chunks = detail::partitioned(piece->view(), keys, partitions, device, br, seed);
     piece.reset();
     if (!chunks.empty()) s.insert(std::move(chunks));
   }
@@ -167,8 +118,8 @@ void hash_join(Communicator& comm, BufferResource& br, const TableView& left,
   const std::uint32_t partitions = partitions_of(comm, options);
   Shuffler ls(comm, options.op, partitions, br);
   Shuffler rs(comm, static_cast<OpID>(options.op + 1), partitions, br);
-  ls.insert_finished(partitioned(left, left_keys, partitions, false, br, options.seed));
-  rs.insert_finished(partitioned(right, right_keys, partitions, false, br, options.seed));
+  ls.insert_finished(detail::partitioned(left, left_keys, partitions, false, br, options.seed));
+  rs.insert_finished(detail::partitioned(right, right_keys, partitions, false, br, options.seed));
   join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, false,
                   out);
 }
@@ -182,8 +133,8 @@ void hash_join(Communicator& comm, BufferResource& br, Table&& left,
     hash_join(comm, br, left.view(), left_keys, right.view(), right_keys, options, out);
     return;
   }
-  const Table lschema = empty_like(left.view(), true, br);
-  const Table rschema = empty_like(right.view(), true, br);
+  const Table lschema = detail::empty_like(left.view(), true, br);
+  const Table rschema = detail::empty_like(right.view(), true, br);
   check_keys(lschema, left_keys, rschema, right_keys, options.type);
   const std::uint32_t partitions = partitions_of(comm, options);
   Shuffler ls(comm, options.op, partitions, br);
@@ -198,11 +149,11 @@ void hash_join(Communicator& comm, BufferResource& br, const TableSource& left,
                std::span<const std::size_t> left_keys, const TableSource& right,
                std::span<const std::size_t> right_keys, const HashJoinOptions& options,
                const std::function<void(std::uint32_t, Table&&)>& out) {
-  Table l = first_piece(left, "left");
-  Table r = first_piece(right, "right");
+  Table l = detail::first_piece(left, "hash_join's left");
+  Table r = detail::first_piece(right, "hash_join's right");
   const bool device = same_memory(l, r);
-  const Table lschema = empty_like(l.view(), device, br);
-  const Table rschema = empty_like(r.view(), device, br);
+  const Table lschema = detail::empty_like(l.view(), device, br);
+  const Table rschema = detail::empty_like(r.view(), device, br);
   check_keys(lschema, left_keys, rschema, right_keys, options.type);
   const std::uint32_t partitions = partitions_of(comm, options);
   Shuffler ls(comm, options.op, partitions, br);

@@ -7,6 +7,7 @@
 #include <spillway/table/gather.hpp>
 #include <spillway/table/hashing.hpp>
 
+#include "table/detail/groupby_common.hpp"
 #include "table/detail/key_equality.hpp"
 #include "table/detail/spread_hash.hpp"
 #include "table/detail/type_dispatch.hpp"
@@ -101,10 +102,7 @@ Column aggregate(const ColumnView& col, AggOp op, const std::vector<std::uint32_
       seen[group[r]] = 1;
     }
     if (op == AggOp::sum) {
-      const TypeId out = std::is_floating_point_v<T> ? TypeId::FLOAT64
-                         : std::is_signed_v<T>       ? TypeId::INT64
-                                                     : TypeId::UINT64;
-      return make_column(out, sum, seen, br);
+      return make_column(detail::aggregate_type(col.type, AggOp::sum), sum, seen, br);
     }
     std::vector<double> mean(ngroups, 0);
     for (std::size_t g = 0; g < ngroups; ++g) {
@@ -116,8 +114,10 @@ Column aggregate(const ColumnView& col, AggOp op, const std::vector<std::uint32_
 
 }  // namespace
 
-Table groupby(const TableView& table, std::span<const std::size_t> keys,
-              std::span<const Aggregation> aggregations, BufferResource& br) {
+namespace detail {
+
+TableView groupby_keys(const TableView& table, std::span<const std::size_t> keys,
+                       std::span<const Aggregation> aggregations) {
   SPILLWAY_EXPECTS(!keys.empty(), "groupby: no key columns");
   TableView kv;
   for (std::size_t k : keys) {
@@ -139,6 +139,45 @@ Table groupby(const TableView& table, std::span<const std::size_t> keys,
                          std::string(to_string(t)) + " column (column " + std::to_string(a.column) +
                          ")");
   }
+  return kv;
+}
+
+TypeId aggregate_type(TypeId t, AggOp op) noexcept {
+  switch (op) {
+    case AggOp::count:
+      return TypeId::INT64;
+    case AggOp::mean:
+      return TypeId::FLOAT64;
+    case AggOp::min:
+    case AggOp::max:
+      return t;
+    case AggOp::sum:
+      break;
+  }
+  switch (t) {
+    case TypeId::FLOAT32:
+    case TypeId::FLOAT64:
+      return TypeId::FLOAT64;
+    case TypeId::UINT8:
+    case TypeId::UINT16:
+    case TypeId::UINT32:
+    case TypeId::UINT64:
+      return TypeId::UINT64;
+    default:
+      return TypeId::INT64;
+  }
+}
+
+std::string aggregate_name(const TableView& table, const Aggregation& a) {
+  return (table.names.empty() ? std::to_string(a.column) : table.names[a.column]) + "_" +
+         to_string(a.op);
+}
+
+}  // namespace detail
+
+Table groupby(const TableView& table, std::span<const std::size_t> keys,
+              std::span<const Aggregation> aggregations, BufferResource& br) {
+  const TableView kv = detail::groupby_keys(table, keys, aggregations);
   const std::size_t n = table.num_rows();
   SPILLWAY_EXPECTS(n < std::numeric_limits<std::uint32_t>::max(),
                    "groupby: more than 2^32 - 1 rows in one call");
@@ -170,10 +209,42 @@ Table groupby(const TableView& table, std::span<const std::size_t> keys,
   std::vector<Column> columns = std::move(key_table).release();
   for (const Aggregation& a : aggregations) {
     columns.push_back(aggregate(table.columns[a.column], a.op, group, first.size(), br));
-    names.push_back((table.names.empty() ? std::to_string(a.column) : table.names[a.column]) + "_" +
-                    to_string(a.op));
+    names.push_back(detail::aggregate_name(table, a));
   }
   return Table(std::move(columns), std::move(names));
+}
+
+namespace detail {
+
+void check_mean_of(const ColumnView& sums, const ColumnView& counts) {
+  SPILLWAY_EXPECTS(
+      sums.type == TypeId::INT64 || sums.type == TypeId::UINT64 || sums.type == TypeId::FLOAT64,
+      "mean_of: sums of type " + std::string(to_string(sums.type)) +
+          " (want int64, uint64 or float64)");
+  SPILLWAY_EXPECTS(
+      counts.type == TypeId::INT64,
+      "mean_of: counts of type " + std::string(to_string(counts.type)) + " (want int64)");
+  SPILLWAY_EXPECTS(sums.size == counts.size, "mean_of: " + std::to_string(sums.size) +
+                                                 " sums and " + std::to_string(counts.size) +
+                                                 " counts");
+}
+
+}  // namespace detail
+
+Column mean_of(const ColumnView& sums, const ColumnView& counts, BufferResource& br) {
+  detail::check_mean_of(sums, counts);
+  const std::size_t n = sums.size;
+  std::vector<double> mean(n, 0);
+  std::vector<std::uint8_t> valid(n, 0);
+  detail::dispatch_fixed(sums.type, [&]<typename T>() {
+    for (std::size_t g = 0; g < n; ++g) {
+      const std::int64_t c = counts.is_valid(g) ? counts.value<std::int64_t>(g) : 0;
+      if (c <= 0 || !sums.is_valid(g)) continue;
+      mean[g] = static_cast<double>(sums.value<T>(g)) / static_cast<double>(c);
+      valid[g] = 1;
+    }
+  });
+  return make_column(TypeId::FLOAT64, mean, valid, br);
 }
 
 }  // namespace spillway

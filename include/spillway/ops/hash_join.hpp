@@ -9,6 +9,7 @@
 
 #include <spillway/comm/communicator.hpp>
 #include <spillway/memory/buffer_resource.hpp>
+#include <spillway/ops/table_source.hpp>
 #include <spillway/table/hashing.hpp>
 #include <spillway/table/join.hpp>
 #include <spillway/table/table.hpp>
@@ -53,10 +54,6 @@ void hash_join(Communicator& comm, BufferResource& br, Table&& left,
                std::span<const std::size_t> left_keys, Table&& right,
                std::span<const std::size_t> right_keys, const HashJoinOptions& options,
                const std::function<void(std::uint32_t, Table&&)>& out);
-
-/// The next piece of one side's rows on this rank, or nullopt after the last. Pieces are
-/// tables of one schema, all in host memory or all in device memory.
-using TableSource = std::function<std::optional<Table>()>;
 
 /// hash_join of inputs given a piece at a time (a side larger than memory): each piece is
 /// partitioned (on the GPU for device memory) and inserted into the shuffle, where it stays

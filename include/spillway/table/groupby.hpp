@@ -39,4 +39,11 @@ struct Aggregation {
 Table groupby(const TableView& table, std::span<const std::size_t> keys,
               std::span<const Aggregation> aggregations, BufferResource& br);
 
+/// The means of groups from their sums (INT64, UINT64 or FLOAT64, as AggOp::sum gives them)
+/// and their counts of values (INT64) (host memory): the last step of a mean whose sums and
+/// counts were aggregated apart (a distributed group-by's). A FLOAT64 column, null where the
+/// count is 0 or the sum is null.
+/// @throws spillway::logic_error for other types or lengths; spillway::out_of_memory
+Column mean_of(const ColumnView& sums, const ColumnView& counts, BufferResource& br);
+
 }  // namespace spillway

@@ -79,7 +79,7 @@ __device__ void for_each_match(const Probe& p, std::size_t l, F&& f) {
     if (e == empty_slot) return;
     if (static_cast<std::uint32_t>(e >> 32) != h) continue;
     const auto r = static_cast<std::uint32_t>(e);
-    if (detail::keys_equal(p.left.cols, l, p.right.cols, r, p.left.n) && !f(r)) return;
+    if (detail::keys_equal(p.left.cols, l, p.right.cols, r, p.left.n, false) && !f(r)) return;
   }
 }
 

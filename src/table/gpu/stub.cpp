@@ -1,6 +1,7 @@
 // The GPU table functions in a build without CUDA: each says so.
 #include <spillway/core/error.hpp>
 #include <spillway/table/gpu.hpp>
+#include <spillway/table/gpu_groupby.hpp>
 #include <spillway/table/gpu_join.hpp>
 
 namespace spillway::gpu {
@@ -80,6 +81,14 @@ Table gather(const TableView&, const std::int32_t*, std::size_t, bool, BufferRes
 Table hash_join(const TableView&, std::span<const std::size_t>, const TableView&,
                 std::span<const std::size_t>, JoinType, BufferResource&, Stream) {
   no_cuda("hash_join");
+}
+
+Table groupby(const TableView&, std::span<const std::size_t>, std::span<const Aggregation>,
+              BufferResource&, Stream) {
+  no_cuda("groupby");
+}
+Column mean_of(const ColumnView&, const ColumnView&, BufferResource&, Stream) {
+  no_cuda("mean_of");
 }
 
 }  // namespace spillway::gpu

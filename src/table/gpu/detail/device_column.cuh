@@ -57,34 +57,44 @@ __device__ inline std::uint32_t hash_row(const DeviceColumn* keys, std::uint32_t
   return h;
 }
 
-/// Whether row i of keys `a` and row j of keys `b` (the same types, neither row null) hold
-/// equal values, floats as SQL compares them (NaN = NaN, -0.0 = 0.0), as
-/// spillway::detail::keys_equal on the host.
-__device__ inline bool keys_equal(const DeviceColumn* a, std::size_t i, const DeviceColumn* b,
-                                  std::size_t j, std::uint32_t nkeys) {
-  for (std::uint32_t k = 0; k < nkeys; ++k) {
-    const DeviceColumn& x = a[k];
-    const DeviceColumn& y = b[k];
-    if (x.type == TypeId::STRING) {
-      const std::int32_t xa = x.offsets[i];
-      const std::int32_t ya = y.offsets[j];
-      const std::int32_t n = x.offsets[i + 1] - xa;
-      if (n != y.offsets[j + 1] - ya) return false;
-      for (std::int32_t c = 0; c < n; ++c) {
-        if (x.data[xa + c] != y.data[ya + c]) return false;
-      }
-      continue;
+/// Whether value i of `x` and value j of `y` (the same type, both valid) are equal, floats
+/// as SQL compares them (NaN = NaN, -0.0 = 0.0), as spillway::detail::keys_equal on the host.
+__device__ inline bool values_equal(const DeviceColumn& x, std::size_t i, const DeviceColumn& y,
+                                    std::size_t j) {
+  if (x.type == TypeId::STRING) {
+    const std::int32_t xa = x.offsets[i];
+    const std::int32_t ya = y.offsets[j];
+    const std::int32_t n = x.offsets[i + 1] - xa;
+    if (n != y.offsets[j + 1] - ya) return false;
+    for (std::int32_t c = 0; c < n; ++c) {
+      if (x.data[xa + c] != y.data[ya + c]) return false;
     }
-    const bool same = spillway::detail::dispatch_fixed(x.type, [&]<typename T>() {
-      const T u = reinterpret_cast<const T*>(x.data)[i];
-      const T v = reinterpret_cast<const T*>(y.data)[j];
-      if constexpr (std::is_floating_point_v<T>) {
-        return u == v || (u != u && v != v);
-      } else {
-        return u == v;
-      }
-    });
-    if (!same) return false;
+    return true;
+  }
+  return spillway::detail::dispatch_fixed(x.type, [&]<typename T>() {
+    const T u = reinterpret_cast<const T*>(x.data)[i];
+    const T v = reinterpret_cast<const T*>(y.data)[j];
+    if constexpr (std::is_floating_point_v<T>) {
+      return u == v || (u != u && v != v);
+    } else {
+      return u == v;
+    }
+  });
+}
+
+/// Whether row i of keys `a` and row j of keys `b` (the same types) hold equal values: two
+/// nulls are equal when `nulls_equal` (a GROUP BY's groups), never otherwise (a join's
+/// matches).
+__device__ inline bool keys_equal(const DeviceColumn* a, std::size_t i, const DeviceColumn* b,
+                                  std::size_t j, std::uint32_t nkeys, bool nulls_equal) {
+  for (std::uint32_t k = 0; k < nkeys; ++k) {
+    const bool vx = is_valid(a[k], i);
+    const bool vy = is_valid(b[k], j);
+    if (!vx || !vy) {
+      if (nulls_equal && !vx && !vy) continue;
+      return false;
+    }
+    if (!values_equal(a[k], i, b[k], j)) return false;
   }
   return true;
 }

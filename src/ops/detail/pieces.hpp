@@ -1,0 +1,40 @@
+#pragma once
+// What the distributed operators share (internal to ops/): pieces of input, their checks, and
+// the way a partition goes into and comes out of a shuffle, on the CPU or the GPU.
+
+#include <spillway/memory/buffer_resource.hpp>
+#include <spillway/ops/table_source.hpp>
+#include <spillway/shuffle/shuffler.hpp>
+#include <spillway/table/table.hpp>
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+
+namespace spillway::ops::detail {
+
+/// Whether a table's columns are in device memory.
+bool in_device_memory(const Table& t);
+
+/// The columns of `schema` with no rows, in device memory when `device`.
+Table empty_like(const TableView& schema, bool device, BufferResource& br);
+
+/// The first piece of a source. @throws spillway::logic_error when it has none
+Table first_piece(const TableSource& next, const char* what);
+
+/// Checks that a further piece of a source has its first piece's schema and kind of memory.
+/// @throws spillway::logic_error naming the difference
+void check_piece(const Table& piece, const Table& schema, bool device);
+
+/// The partitions of `table` that have rows, packed (on the GPU when `device`, on the buffer
+/// resource's stream), by hash(keys) % partitions with `seed`.
+std::unordered_map<PartID, PackedData> partitioned(const TableView& table,
+                                                   std::span<const std::size_t> keys,
+                                                   std::uint32_t partitions, bool device,
+                                                   BufferResource& br, std::uint32_t seed);
+
+/// A complete partition's chunks unpacked into one table (on the GPU when `device`), or
+/// `schema` without rows when no rank had any.
+Table extract_table(Shuffler& s, PartID pid, const Table& schema, bool device, BufferResource& br);
+
+}  // namespace spillway::ops::detail

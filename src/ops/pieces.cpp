@@ -1,0 +1,64 @@
+// What the distributed operators share (ops/detail/pieces.hpp).
+#include "ops/detail/pieces.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/table/gather.hpp>
+#include <spillway/table/gpu.hpp>
+#include <spillway/table/gpu_join.hpp>
+#include <spillway/table/pack.hpp>
+#include <spillway/table/partition.hpp>
+
+#include <string>
+
+namespace spillway::ops::detail {
+
+bool in_device_memory(const Table& t) {
+  return t.num_columns() > 0 && t.column(0).data().mem_type() == MemoryType::DEVICE;
+}
+
+Table empty_like(const TableView& schema, bool device, BufferResource& br) {
+  return device ? gpu::gather(schema, nullptr, 0, false, br, br.stream()) : gather(schema, {}, br);
+}
+
+Table first_piece(const TableSource& next, const char* what) {
+  std::optional<Table> t = next();
+  SPILLWAY_EXPECTS(t.has_value(), std::string("the ") + what +
+                                      " source gave no table (give one without rows for none)");
+  return std::move(*t);
+}
+
+void check_piece(const Table& piece, const Table& schema, bool device) {
+  SPILLWAY_EXPECTS(in_device_memory(piece) == device || piece.num_columns() == 0,
+                   "a source's pieces are in different kinds of memory");
+  SPILLWAY_EXPECTS(piece.num_columns() == schema.num_columns(),
+                   "a source's pieces have " + std::to_string(piece.num_columns()) + " and " +
+                       std::to_string(schema.num_columns()) + " columns");
+  for (std::size_t c = 0; c < schema.num_columns(); ++c) {
+    SPILLWAY_EXPECTS(piece.column(c).type() == schema.column(c).type(),
+                     "a source's pieces differ in the type of column " + std::to_string(c));
+  }
+}
+
+std::unordered_map<PartID, PackedData> partitioned(const TableView& table,
+                                                   std::span<const std::size_t> keys,
+                                                   std::uint32_t partitions, bool device,
+                                                   BufferResource& br, std::uint32_t seed) {
+  auto packed = device ? gpu::partition_and_pack(table, keys, partitions, br, br.stream(), seed)
+                       : partition_and_pack(table, keys, partitions, br, seed);
+  std::unordered_map<PartID, PackedData> chunks;
+  for (PartID p = 0; p < partitions; ++p) {
+    if (packed[p].payload != nullptr && packed[p].payload->size() > 0) {
+      chunks.emplace(p, std::move(packed[p]));
+    }
+  }
+  return chunks;
+}
+
+Table extract_table(Shuffler& s, PartID pid, const Table& schema, bool device, BufferResource& br) {
+  std::vector<PackedData> chunks = s.extract(pid);
+  if (chunks.empty()) return empty_like(schema.view(), device, br);
+  return device ? gpu::unpack_and_concat(std::move(chunks), br, br.stream())
+                : unpack_and_concat(std::move(chunks), br);
+}
+
+}  // namespace spillway::ops::detail

@@ -1,0 +1,299 @@
+// spillway-bench-groupby: the distributed group-by (ops::groupby: partial aggregates, a
+// shuffle of them by key, the final aggregation) of N rows per rank of an int64 key and an
+// int64 value into K groups, with count, sum, min and max of the value, timed per run and
+// validated. Global row g has value g and key (g * P) % K for a P prime to K, so every group
+// has its rows spread over all ranks, the key order is scattered, and the results obey
+// closed forms: the group count is min(K, rows), the counts add up to the rows, the sums to
+// rows (rows - 1) / 2, the minima (each the smallest g of its residue) to K (K - 1) / 2 and
+// the maxima to a sum over the K residues. Each run checks all five, over all ranks. With
+// --gpu the input is in device memory (copied there before each run, untimed) and every step
+// runs on the GPU. DuckDB's GROUP BY of the same shape is bench/groupby_duckdb_sql.py's.
+#include <spillway/comm/collectives.hpp>
+#include <spillway/comm/launch.hpp>
+#include <spillway/comm/mpi.hpp>
+#include <spillway/core/cuda.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
+#include <spillway/memory/buffer_resource.hpp>
+#include <spillway/ops/groupby.hpp>
+#include <spillway/table/table.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <numeric>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "cli.hpp"
+
+using namespace spillway;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::string comm{"local"};
+  int ranks{2};
+  std::size_t rows{4000000};  // per rank
+  std::size_t groups{1000000};
+  std::uint32_t partitions{0};
+  bool gpu{false};
+  long long host_limit_mib{-1};
+  long long device_limit_mib{-1};
+  long long piece_mib{-1};  // -1: the whole input at once
+  int runs{3};
+  int warmups{1};
+};
+
+[[noreturn]] void usage(const std::string& error) {
+  cli::print_usage(
+      "spillway-bench-groupby", error,
+      "usage: spillway-bench-groupby [options]\n"
+      "  -C local|mpi|single   communicator (default local; mpi: run under mpirun)\n"
+      "  --ranks N             ranks of -C local (default 2)\n"
+      "  -n N                  rows per rank (default 4000000)\n"
+      "  -k N                  distinct keys in all (default 1000000)\n"
+      "  --partitions N        partitions of the shuffle (default: 8 per rank, 1 with --gpu)\n"
+      "  --gpu                 input in device memory, every step on the GPU\n"
+      "  --host-limit MIB      HOST limit per rank (default: the settings')\n"
+      "  --device-limit MIB    DEVICE limit per rank, with --gpu (default: the settings')\n"
+      "  --piece MIB           give the group-by the input in pieces of this size, each copied\n"
+      "                        (to the device with --gpu) as it is asked for, timed (default:\n"
+      "                        the whole input, copied before the clock starts)\n"
+      "  -r N                  timed runs (default 3)\n"
+      "  -w N                  warm-up runs (default 1)\n"
+      "  -h                    this help\n");
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  auto number = [&](int& i, long long min, long long max) {
+    return cli::number(argc, argv, i, min, max, usage);
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      usage("");
+    } else if (a == "-C") {
+      o.comm = cli::rank_kind(argc, argv, i, usage);
+    } else if (a == "--ranks") {
+      o.ranks = static_cast<int>(number(i, 1, 1024));
+    } else if (a == "-n") {
+      o.rows = static_cast<std::size_t>(number(i, 1, 1LL << 31));
+    } else if (a == "-k") {
+      o.groups = static_cast<std::size_t>(number(i, 1, 1LL << 31));
+    } else if (a == "--partitions") {
+      o.partitions = static_cast<std::uint32_t>(number(i, 1, 1 << 20));
+    } else if (a == "--gpu") {
+      o.gpu = true;
+    } else if (a == "--host-limit") {
+      o.host_limit_mib = number(i, 1, 1LL << 30);
+    } else if (a == "--device-limit") {
+      o.device_limit_mib = number(i, 1, 1LL << 30);
+    } else if (a == "--piece") {
+      o.piece_mib = number(i, 1, 1LL << 30);
+    } else if (a == "-r") {
+      o.runs = static_cast<int>(number(i, 1, 1000));
+    } else if (a == "-w") {
+      o.warmups = static_cast<int>(number(i, 0, 1000));
+    } else {
+      usage("unknown option '" + a + "'");
+    }
+  }
+  if (o.device_limit_mib > 0 && !o.gpu) usage("--device-limit needs --gpu");
+  return o;
+}
+
+/// A multiplier prime to k (the key of row g is g * P % k).
+std::uint64_t stride_for(std::uint64_t k) {
+  std::uint64_t p = 2654435761ULL % k;
+  while (std::gcd(p, k) != 1) ++p;
+  return p;
+}
+
+/// This rank's rows (keys, values) as a HOST table.
+Table make_input(const Options& o, Rank rank, BufferResource& br) {
+  const std::uint64_t p = stride_for(o.groups);
+  auto keys = br.allocate(MemoryType::HOST, o.rows * 8);
+  auto values = br.allocate(MemoryType::HOST, o.rows * 8);
+  auto* k = reinterpret_cast<std::int64_t*>(keys->data());
+  auto* v = reinterpret_cast<std::int64_t*>(values->data());
+  for (std::size_t i = 0; i < o.rows; ++i) {
+    const std::uint64_t g = static_cast<std::uint64_t>(rank) * o.rows + i;
+    k[i] = static_cast<std::int64_t>(g % o.groups * p % o.groups);  // (both < 2^31)
+    v[i] = static_cast<std::int64_t>(g);
+  }
+  std::vector<Column> cols;
+  cols.emplace_back(TypeId::INT64, o.rows, std::move(keys));
+  cols.emplace_back(TypeId::INT64, o.rows, std::move(values));
+  return Table(std::move(cols), {"k", "v"});
+}
+
+/// Rows [begin, end) of `t` (HOST, INT64 columns) copied into tier `to`.
+Table slice_to(const Table& t, std::size_t begin, std::size_t end, MemoryType to,
+               BufferResource& br) {
+  std::vector<Column> cols;
+  for (std::size_t c = 0; c < t.num_columns(); ++c) {
+    auto b = br.allocate(to, (end - begin) * 8, br.stream());
+    const auto* from = static_cast<const std::byte*>(t.column(c).view().data) + begin * 8;
+    if (to == MemoryType::HOST) {
+      std::memcpy(b->data(), from, b->size());
+    } else {
+      cuda::memcpy_async(b->data(), from, b->size(), br.stream());
+    }
+    cols.emplace_back(TypeId::INT64, end - begin, std::move(b));
+  }
+  return Table(std::move(cols), t.names());
+}
+
+/// What the five totals must be: groups, Σcount, Σsum, Σmin, Σmax (mod 2^64).
+std::vector<std::uint64_t> expected(const Options& o, int nranks) {
+  const std::uint64_t n = static_cast<std::uint64_t>(o.rows) * static_cast<std::uint64_t>(nranks);
+  const std::uint64_t k = o.groups;
+  const std::uint64_t residues = std::min(n, k);  // residue r's rows are r, r + k, ... < n
+  std::uint64_t mins = 0, maxes = 0;
+  for (std::uint64_t r = 0; r < residues; ++r) {
+    mins += r;
+    maxes += r + k * ((n - 1 - r) / k);
+  }
+  const std::uint64_t sum = (n % 2 == 0) ? (n / 2) * (n - 1) : n * ((n - 1) / 2);
+  return {residues, n, sum, mins, maxes};
+}
+
+int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mutex& print) {
+  if (o.gpu && !br.is_live(MemoryType::DEVICE)) {
+    throw std::runtime_error("--gpu: no GPU here, or spillway was built without CUDA");
+  }
+  const int n = comm.nranks();
+  const Table input = make_input(o, comm.rank(), br);
+  const std::vector<std::uint64_t> want = expected(o, n);
+  const std::uint64_t total = static_cast<std::uint64_t>(o.rows) * n;
+  const double input_bytes = double(total) * 16;
+  // (Smaller partitions keep a CPU aggregation's table in cache; the GPU's want few.)
+  const std::uint32_t partitions =
+      o.partitions != 0 ? o.partitions : static_cast<std::uint32_t>(n * (o.gpu ? 1 : 8));
+  const std::vector<std::size_t> keys{0};
+  const std::vector<Aggregation> aggs{
+      {1, AggOp::count}, {1, AggOp::sum}, {1, AggOp::min}, {1, AggOp::max}};
+  const auto say = [&](const std::string& line) {
+    if (comm.rank() != 0) return;
+    std::lock_guard lock(print);
+    std::cout << line << std::endl;
+  };
+  {
+    std::ostringstream h;
+    h << "spillway-bench-groupby: -C " << o.comm << " | nranks " << n << " | "
+      << (o.gpu ? "GPU" : "CPU") << " | " << total << " rows (int64 key, int64 value; "
+      << format_bytes(input_bytes) << " in all) into " << o.groups
+      << " groups: count, sum, min, max\nplan: partial aggregates per "
+      << (o.piece_mib > 0 ? "piece of " + std::to_string(o.piece_mib) + " MiB" : "rank")
+      << ", a shuffle of them into " << partitions
+      << " partitions, the final aggregation of each\nMemory: " << br.usage();
+    say(h.str());
+  }
+  ops::GroupByOptions go;
+  go.partitions = partitions;
+  std::vector<double> times;
+  bool valid = true;
+  for (int run = 0; run < o.warmups + o.runs; ++run) {
+    for (MemoryType t : all_memory_types) br.reset_peak(t);
+    const MemoryType to = o.gpu ? MemoryType::DEVICE : MemoryType::HOST;
+    const std::size_t piece_rows =
+        o.piece_mib > 0 ? std::max<std::size_t>(1, static_cast<std::size_t>(o.piece_mib) * MiB / 16)
+                        : o.rows;
+    std::size_t at = o.piece_mib > 0 ? 0 : o.rows;  // (the whole input is one piece)
+    std::optional<Table> whole;  // without --piece: copied before the clock starts
+    if (o.piece_mib <= 0) whole = slice_to(input, 0, o.rows, to, br);
+    br.stream().synchronize();
+    const ops::TableSource source = [&]() -> std::optional<Table> {
+      if (whole) return std::exchange(whole, std::nullopt);
+      if (at >= o.rows) return std::nullopt;
+      const std::size_t end = std::min(o.rows, at + piece_rows);
+      Table t = slice_to(input, at, end, to, br);
+      at = end;
+      return t;
+    };
+    // The totals of this rank's groups, taken on the host after the clock stops.
+    std::vector<Table> outs;
+    comm.barrier();
+    const auto t0 = Clock::now();
+    ops::groupby(comm, br, source, keys, aggs, go,
+                 [&](std::uint32_t, Table&& t) { outs.push_back(std::move(t)); });
+    br.stream().synchronize();
+    const double mine = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::vector<std::uint64_t> got(5, 0);
+    for (const Table& t : outs) {
+      const Table h = copy_table(t, MemoryType::HOST, br, br.stream());
+      br.stream().synchronize();
+      const TableView v = h.view();
+      got[0] += v.num_rows();
+      for (std::size_t g = 0; g < v.num_rows(); ++g) {
+        for (std::size_t c = 1; c < 5; ++c) {
+          got[c] += static_cast<std::uint64_t>(v.columns[c].value<std::int64_t>(g));
+        }
+      }
+    }
+    outs.clear();
+    const double slowest = allreduce(comm, 900, std::span(&mine, 1), ReduceOp::max)[0];
+    const auto all = allreduce(comm, 901, std::span(got), ReduceOp::sum);
+    const bool ok = all == want;
+    valid = valid && ok;
+    const bool warm = run < o.warmups;
+    if (!warm) times.push_back(slowest);
+    std::ostringstream line;
+    line << "elapsed: " << slowest << " sec | " << double(total) / slowest / 1e6 << " M rows/s | "
+         << input_bytes / slowest / 1e9 << " GB/s of input | " << all[0] << " groups"
+         << (warm ? " (warmup run)" : "") << " | "
+         << (ok ? "validated" : "INVALID: want " + std::to_string(want[0]) + " groups");
+    say(line.str());
+  }
+  std::ostringstream m;
+  const double med = cli::median(times);
+  m << "medians: " << med << " sec | " << double(total) / med / 1e6 << " M rows/s | "
+    << input_bytes / med / 1e9 << " GB/s of input | peak of rank 0:";
+  for (MemoryType t : all_memory_types) {
+    if (!br.is_live(t)) continue;
+    m << " " << to_string(t) << " " << format_bytes(double(br.peak(t))) << "/"
+      << (br.limit(t) == unlimited_bytes ? std::string("unlimited")
+                                         : format_bytes(double(br.limit(t))));
+  }
+  say(m.str());
+  return valid ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  try {
+    if (o.comm == "mpi" && !mpi::is_compiled()) {
+      std::cerr << "spillway-bench-groupby: built without MPI\n";
+      return 2;
+    }
+    auto cfg = BufferResourceConfig::from_options();
+    cfg.use_gpu = o.gpu;
+    if (o.host_limit_mib > 0) {
+      cfg.limits[index(MemoryType::HOST)] =
+          Limit::bytes(static_cast<std::size_t>(o.host_limit_mib) * MiB);
+    }
+    if (o.device_limit_mib > 0) {
+      cfg.limits[index(MemoryType::DEVICE)] =
+          Limit::bytes(static_cast<std::size_t>(o.device_limit_mib) * MiB);
+    }
+    std::mutex print;
+    LaunchOptions launch;
+    launch.place_on_gpu = o.gpu;
+    launch.program = "spillway-bench-groupby";
+    return run_ranks(
+        parse_rank_kind(o.comm), o.ranks, cfg,
+        [&](Communicator& comm, BufferResource& br) { return run_rank(o, comm, br, print); },
+        launch);
+  } catch (const std::exception& e) {
+    std::cerr << "spillway-bench-groupby: " << e.what() << "\n";
+    return 1;
+  }
+}
