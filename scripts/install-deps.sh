@@ -18,12 +18,12 @@ if ((${#missing[@]})); then
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# Python side (PyPI): pyarrow, the real Arrow implementation the Arrow C Data Interface tests
-# exchange tables with; nanobind and scikit-build-core, which build the Python package; pytest
+# Python side (PyPI): numpy (the DLPack tests' arrays); pyarrow, the real Arrow implementation
+# the Arrow C Data Interface tests exchange tables with; nanobind and scikit-build-core, which build the Python package; pytest
 # polars, duckdb and tpchgen-cli for its tests; mpi4py (a communicator spillway accepts) and
 # tqdm (the optional progress bar) and ray (spillway.ray's actors) for theirs.
 py_missing=()
-for mod in pyarrow nanobind scikit_build_core pytest polars duckdb mpi4py tqdm ray; do
+for mod in numpy pyarrow nanobind scikit_build_core pytest polars duckdb mpi4py tqdm ray; do
   python3 -c "import $mod" >/dev/null 2>&1 || py_missing+=("${mod//_/-}")
 done
 command -v tpchgen-cli >/dev/null 2>&1 || py_missing+=(tpchgen-cli)
