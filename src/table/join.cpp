@@ -100,7 +100,11 @@ bool any_null(const TableView& keys, std::size_t row) {
 JoinMaps join_maps(const TableView& left, std::span<const std::size_t> left_keys,
                    const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
                    std::size_t threads) {
-  const auto [lk, rk] = detail::join_key_views(left, left_keys, right, right_keys);
+  // (Not a structured binding: the probe's lambda captures them, which clang 14 refuses.)
+  const std::pair<TableView, TableView> key_views =
+      detail::join_key_views(left, left_keys, right, right_keys);
+  const TableView& lk = key_views.first;
+  const TableView& rk = key_views.second;
   const std::size_t nl = left.num_rows();
   const std::size_t nr = right.num_rows();
   // The build side: buckets of right rows by hash, chained in row order.
