@@ -124,32 +124,44 @@ TEST(ProgressThread, RunsFunctionsUntilDoneAndReportsErrors) {
 }
 
 // A function with nothing to do (a rank waiting on a slow peer) is polled for a moment, then
-// ever less often: half a second of waiting costs a small part of a core, where polling all the
-// time (the thread before; here a backoff that never ends) costs the whole core.
+// ever less often: after the first 2 ms it is called at most once per `max_sleep` (1 ms), where
+// polling all the time (the thread before; here a backoff that never ends) calls it as often as
+// a core allows. The test counts calls, not CPU seconds: what one wake-up costs depends on the
+// build (ASan, TSan) and on the load, but a backoff can only make the calls fewer.
 TEST(ProgressThread, BacksOffWhileEveryFunctionIsIdle) {
   Logger log(0, 1);
-  auto waiting_cpu = [&](ProgressThread::Backoff backoff) {
+  using std::chrono::milliseconds;
+  auto calls_while_waiting = [&](ProgressThread::Backoff backoff) {
     ProgressThread pt(log, backoff);
     std::atomic<bool> stop{false};
-    auto id = pt.add_function(
-        [&] { return stop ? ProgressThread::Progress::done : ProgressThread::Progress::idle; });
-    const double before = test::process_cpu_seconds();
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    const double cpu = test::process_cpu_seconds() - before;
+    std::atomic<std::int64_t> calls{0};
+    auto id = pt.add_function([&] {
+      calls.fetch_add(1, std::memory_order_relaxed);
+      return stop ? ProgressThread::Progress::done : ProgressThread::Progress::idle;
+    });
+    std::this_thread::sleep_for(milliseconds(100));  // past the spin and the first sleeps
+    const std::int64_t before = calls.load();
+    const double cpu_before = test::process_cpu_seconds();
+    std::this_thread::sleep_for(milliseconds(400));
+    const std::int64_t during = calls.load() - before;
+    const double cpu = test::process_cpu_seconds() - cpu_before;
     stop = true;
     pt.wake();
     pt.wait_done(id);
-    return cpu;
+    return std::pair{during, cpu};
   };
-  const double spinning = waiting_cpu({.spin = std::chrono::hours(1)});
-  const double backing_off = waiting_cpu({});
+  const auto [spinning, spinning_cpu] = calls_while_waiting({.spin = std::chrono::hours(1)});
+  const auto [backing_off, backing_off_cpu] = calls_while_waiting({});
   std::printf(
-      "CPU seconds in 0.5 s of waiting: %.3f polling, %.3f backing off (%.1f%% of a core)\n",
-      spinning, backing_off, 100 * backing_off / 0.5);
-  EXPECT_LT(backing_off, 0.1 * 0.5) << "the idle thread kept polling";
-  // A polling thread that got under a quarter of a core had no core to poll on (CI's two
-  // cores busy with other tests: 0.020 s once), so it cannot show the difference.
-  if (spinning < 0.25 * 0.5) GTEST_SKIP() << "the machine is too busy to compare";
+      "in 0.4 s of waiting: %lld calls polling (%.3f CPU s), %lld backing off (%.3f CPU s)\n",
+      static_cast<long long>(spinning), spinning_cpu, static_cast<long long>(backing_off),
+      backing_off_cpu);
+  // One call per 1 ms sleep at most: 400, and twice that leaves room for spurious wake-ups.
+  EXPECT_LE(backing_off, 800) << "the idle thread kept polling";
+  EXPECT_GE(backing_off, 1) << "the idle function was not called at all";
+  // A polling thread that got no core (CI's two cores busy with other tests) cannot show the
+  // difference; one that did calls the function tens of thousands of times.
+  if (spinning < 4000) GTEST_SKIP() << "the machine is too busy to compare: " << spinning;
   EXPECT_GT(spinning, 5 * backing_off);
 }
 
