@@ -36,7 +36,7 @@ struct Fixture {
   Table make(std::size_t rows) {
     RandomTableOptions o;
     o.rows = rows;
-    o.types = std::vector<TypeId>(10, TypeId::INT32);
+    o.types = std::vector<DataType>(10, TypeId::INT32);
     return random_table(o, br);
   }
 };

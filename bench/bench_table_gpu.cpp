@@ -43,17 +43,17 @@ struct Fixture {
   static Table make(Input in, BufferResource& br, Stream stream) {
     RandomTableOptions o;
     o.rows = std::size_t{1} << 23;
-    o.types = std::vector<TypeId>(10, TypeId::INT32);
+    o.types = std::vector<DataType>(10, TypeId::INT32);
     switch (in) {
       case Input::int32x10:
         o.rows = std::size_t{1} << 25;  // 32 Mi rows x 10 int32 = 1.25 GiB
         break;
       case Input::int64_key:  // 8 + 8 x 4 bytes
-        o.types = std::vector<TypeId>(9, TypeId::INT32);
+        o.types = std::vector<DataType>(9, TypeId::INT32);
         o.types[0] = TypeId::INT64;
         break;
       case Input::with_string:  // 4 + (4 + 8 on average) + 7 x 4 bytes
-        o.types = std::vector<TypeId>(9, TypeId::INT32);
+        o.types = std::vector<DataType>(9, TypeId::INT32);
         o.types[1] = TypeId::STRING;
         break;
       case Input::zipf:

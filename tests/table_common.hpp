@@ -10,10 +10,24 @@
 
 namespace spillway::test {
 
-inline const std::vector<TypeId> all_types{TypeId::INT8,    TypeId::INT16,  TypeId::INT32,
-                                           TypeId::INT64,   TypeId::UINT8,  TypeId::UINT16,
-                                           TypeId::UINT32,  TypeId::UINT64, TypeId::FLOAT32,
-                                           TypeId::FLOAT64, TypeId::BOOL8,  TypeId::STRING};
+inline const std::vector<DataType> all_types{TypeId::INT8,
+                                             TypeId::INT16,
+                                             TypeId::INT32,
+                                             TypeId::INT64,
+                                             TypeId::UINT8,
+                                             TypeId::UINT16,
+                                             TypeId::UINT32,
+                                             TypeId::UINT64,
+                                             TypeId::FLOAT32,
+                                             TypeId::FLOAT64,
+                                             TypeId::BOOL8,
+                                             TypeId::STRING,
+                                             TypeId::DATE32,
+                                             TypeId::TIMESTAMP_SECONDS,
+                                             TypeId::TIMESTAMP_MILLISECONDS,
+                                             TypeId::TIMESTAMP_MICROSECONDS,
+                                             TypeId::TIMESTAMP_NANOSECONDS,
+                                             decimal128(20, 3)};
 
 /// Row `ra` of `a` equals row `rb` of `b` in every column (validity, then bytes).
 inline bool rows_equal(const TableView& a, std::size_t ra, const TableView& b, std::size_t rb) {

@@ -66,6 +66,11 @@ nb::dlpack::dtype dtype_of(TypeId t) {
     case TypeId::INT16:
     case TypeId::INT32:
     case TypeId::INT64:
+    case TypeId::DATE32:  // DLPack has no temporal types: the stored integers
+    case TypeId::TIMESTAMP_SECONDS:
+    case TypeId::TIMESTAMP_MILLISECONDS:
+    case TypeId::TIMESTAMP_MICROSECONDS:
+    case TypeId::TIMESTAMP_NANOSECONDS:
       dt.code = static_cast<std::uint8_t>(Code::Int);
       break;
     case TypeId::UINT8:
@@ -82,6 +87,7 @@ nb::dlpack::dtype dtype_of(TypeId t) {
       dt.code = static_cast<std::uint8_t>(Code::Bool);
       break;
     case TypeId::STRING:
+    case TypeId::DECIMAL128:
       break;
   }
   return dt;
@@ -146,6 +152,10 @@ nb::ndarray<nb::array_api, nb::ndim<1>> column_array(const Table& table, std::si
   SPILLWAY_EXPECTS(col.type() != TypeId::STRING,
                    "column '" + name +
                        "' holds strings: DLPack carries fixed-width columns "
+                       "(use the Arrow interface)");
+  SPILLWAY_EXPECTS(col.type() != TypeId::DECIMAL128,
+                   "column '" + name +
+                       "' holds decimal128 values: DLPack has no 128-bit decimals "
                        "(use the Arrow interface)");
   SPILLWAY_EXPECTS(col.null_mask() == nullptr,
                    "column '" + name +

@@ -5,10 +5,13 @@
 #include "table/detail/cpu_threads.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace spillway {
@@ -19,16 +22,78 @@ struct Format {
   const char* arrow;
   TypeId type;
 };
-constexpr Format formats[] = {{"c", TypeId::INT8},    {"s", TypeId::INT16},  {"i", TypeId::INT32},
-                              {"l", TypeId::INT64},   {"C", TypeId::UINT8},  {"S", TypeId::UINT16},
-                              {"I", TypeId::UINT32},  {"L", TypeId::UINT64}, {"f", TypeId::FLOAT32},
-                              {"g", TypeId::FLOAT64}, {"b", TypeId::BOOL8},  {"u", TypeId::STRING}};
+constexpr Format formats[] = {{"c", TypeId::INT8},
+                              {"s", TypeId::INT16},
+                              {"i", TypeId::INT32},
+                              {"l", TypeId::INT64},
+                              {"C", TypeId::UINT8},
+                              {"S", TypeId::UINT16},
+                              {"I", TypeId::UINT32},
+                              {"L", TypeId::UINT64},
+                              {"f", TypeId::FLOAT32},
+                              {"g", TypeId::FLOAT64},
+                              {"b", TypeId::BOOL8},
+                              {"u", TypeId::STRING},
+                              {"tdD", TypeId::DATE32},
+                              {"tss:", TypeId::TIMESTAMP_SECONDS},
+                              {"tsm:", TypeId::TIMESTAMP_MILLISECONDS},
+                              {"tsu:", TypeId::TIMESTAMP_MICROSECONDS},
+                              {"tsn:", TypeId::TIMESTAMP_NANOSECONDS}};
 
-const char* arrow_format(TypeId t) {
+/// The Arrow format string of a type (decimals as "d:precision,scale").
+std::string arrow_format(DataType t) {
+  if (t.id == TypeId::DECIMAL128) {
+    return "d:" + std::to_string(int{t.precision}) + "," + std::to_string(int{t.scale});
+  }
   for (const auto& f : formats) {
-    if (f.type == t) return f.arrow;
+    if (f.type == t.id) return f.arrow;
   }
   return "?";
+}
+
+/// A number of an Arrow format string, from `at` to the next ',' or the end.
+std::optional<int> format_number(std::string_view fmt, std::size_t& at) {
+  const std::size_t end = std::min(fmt.find(',', at), fmt.size());
+  int v = 0;
+  const auto [p, ec] = std::from_chars(fmt.data() + at, fmt.data() + end, v);
+  if (ec != std::errc{} || p != fmt.data() + end || end == at) return std::nullopt;
+  at = end + 1;
+  return v;
+}
+
+/// The type of an Arrow format string, or why it has none here.
+std::variant<DataType, std::string> parse_format(std::string_view fmt) {
+  const std::string supported =
+      " (supported: int8..int64, uint8..uint64, float32, float64, bool, utf8 string, large "
+      "utf8, utf8 view, date32, timestamp without a time zone, decimal128)";
+  if (fmt == "U" || fmt == "vu") return DataType{TypeId::STRING};  // copied into utf8
+  if (fmt.starts_with("d:")) {                                     // d:precision,scale[,bitwidth]
+    std::size_t at = 2;
+    const auto precision = format_number(fmt, at);
+    const auto scale = precision ? format_number(fmt, at) : std::nullopt;
+    const auto bits = at < fmt.size() && scale ? format_number(fmt, at) : std::optional<int>(128);
+    if (!precision || !scale || !bits || at < fmt.size()) {
+      return "malformed decimal format '" + std::string(fmt) + "'";
+    }
+    if (*bits != 128) {
+      return "decimal" + std::to_string(*bits) + " is not supported (decimal128 is)";
+    }
+    const DataType t = decimal128(*precision, *scale);
+    if (*precision < 1 || *precision > decimal128_max_precision || *scale < -128 || *scale > 127 ||
+        !is_valid_type(t)) {
+      return "decimal128 of precision " + std::to_string(*precision) + " and scale " +
+             std::to_string(*scale) + " (want precision 1 to 38, scale -38 to 38)";
+    }
+    return t;
+  }
+  if (fmt.starts_with("ts") && fmt.size() > 4 && fmt[3] == ':') {
+    return "timestamps with a time zone ('" + std::string(fmt) +
+           "') are not supported; cast to a timestamp without one";
+  }
+  for (const auto& f : formats) {
+    if (fmt == f.arrow) return DataType{f.type};
+  }
+  return "Arrow format '" + std::string(fmt) + "' is not supported" + supported;
 }
 
 [[noreturn]] void bad_column(const std::string& name, std::size_t i, const std::string& why) {
@@ -164,19 +229,12 @@ ArrowImport import_arrow(ArrowSchema* schema, ArrowArray* array, BufferResource&
     const std::string name = cs.name != nullptr ? cs.name : "";
     const std::string fmt = cs.format != nullptr ? cs.format : "";
     const auto ci = static_cast<std::size_t>(i);
-    const Format* f = nullptr;
     const Strings strings = fmt == "U"    ? Strings::large
                             : fmt == "vu" ? Strings::view
                                           : Strings::utf8;
-    for (const auto& cand : formats) {
-      if (fmt == cand.arrow || (strings != Strings::utf8 && cand.type == TypeId::STRING)) f = &cand;
-    }
-    if (f == nullptr) {
-      bad_column(name, ci,
-                 "Arrow format '" + fmt +
-                     "' is not supported (supported: int8..int64, uint8..uint64, float32, "
-                     "float64, bool, utf8 string, large utf8, utf8 view)");
-    }
+    const auto parsed = parse_format(fmt);
+    if (const auto* why = std::get_if<std::string>(&parsed)) bad_column(name, ci, *why);
+    const DataType type = std::get<DataType>(parsed);
     if (cs.dictionary != nullptr)
       bad_column(name, ci, "dictionary-encoded columns are not supported");
     if (ca.length < a.offset + a.length) {
@@ -186,7 +244,7 @@ ArrowImport import_arrow(ArrowSchema* schema, ArrowArray* array, BufferResource&
     if (ca.offset < 0 || ca.offset > INT64_MAX - ca.length) {
       bad_column(name, ci, "bad offset " + std::to_string(ca.offset));
     }
-    const std::int64_t expected_buffers = f->type == TypeId::STRING ? 3 : 2;
+    const std::int64_t expected_buffers = type == TypeId::STRING ? 3 : 2;
     const bool buffers_ok =
         strings == Strings::view ? ca.n_buffers >= 3 : ca.n_buffers == expected_buffers;
     if (!buffers_ok || ca.buffers == nullptr) {
@@ -202,10 +260,10 @@ ArrowImport import_arrow(ArrowSchema* schema, ArrowArray* array, BufferResource&
     }
     const auto offset = static_cast<std::size_t>(ca.offset + a.offset);
     ColumnView v;
-    v.type = f->type;
+    v.type = type;
     v.size = rows;
     if (rows == 0) {  // no buffer is read (a producer may leave them null)
-      if (f->type == TypeId::STRING) {
+      if (type == TypeId::STRING) {
         auto zero = br.allocate(MemoryType::HOST, sizeof(std::int32_t));
         std::memset(zero->data(), 0, zero->size());
         v.offsets = reinterpret_cast<const std::int32_t*>(zero->data());
@@ -227,7 +285,7 @@ ArrowImport import_arrow(ArrowSchema* schema, ArrowArray* array, BufferResource&
         imp.copies_.push_back(std::move(mask));
       }
     }
-    if (f->type == TypeId::BOOL8) {
+    if (type == TypeId::BOOL8) {
       // Arrow packs booleans into bits; spillway keeps one byte per row.
       auto data = br.allocate(MemoryType::HOST, rows);
       const auto* bits = static_cast<const std::uint8_t*>(ca.buffers[1]);
@@ -240,7 +298,7 @@ ArrowImport import_arrow(ArrowSchema* schema, ArrowArray* array, BufferResource&
       imp.copies_.push_back(std::move(data));
     } else if (strings != Strings::utf8) {
       copy_to_utf8(ca, strings, offset, rows, name, ci, br, v, imp.copies_);
-    } else if (f->type == TypeId::STRING) {
+    } else if (type == TypeId::STRING) {
       const auto* off = static_cast<const std::int32_t*>(ca.buffers[1]) + offset;
       const auto* chars = static_cast<const char*>(ca.buffers[2]);
       if (off[0] < 0) bad_column(name, ci, "negative string offset");
@@ -261,7 +319,7 @@ ArrowImport import_arrow(ArrowSchema* schema, ArrowArray* array, BufferResource&
         imp.copies_.push_back(std::move(rebased));
       }
     } else {
-      v.data = static_cast<const std::byte*>(ca.buffers[1]) + offset * size_of(f->type);
+      v.data = static_cast<const std::byte*>(ca.buffers[1]) + offset * size_of(type);
     }
     imp.view_.columns.push_back(v);
     imp.view_.names.push_back(name);

@@ -19,11 +19,11 @@ template <class U>
 void add_fixed(const ColumnView& c, std::size_t k, std::size_t r0, std::size_t n,
                std::uint64_t* terms) {
   const U* v = static_cast<const U*>(c.data) + r0;
-  for (std::size_t i = 0; i < n; ++i) terms[i] += detail::fixed_term(std::uint64_t{v[i]}, k);
+  for (std::size_t i = 0; i < n; ++i) terms[i] += detail::fixed_term(detail::value_bits(v[i]), k);
   if (!c.nullable()) return;
   for (std::size_t i = 0; i < n; ++i) {
     if (!c.is_valid(r0 + i)) {
-      terms[i] += detail::null_term(k) - detail::fixed_term(std::uint64_t{v[i]}, k);
+      terms[i] += detail::null_term(k) - detail::fixed_term(detail::value_bits(v[i]), k);
     }
   }
 }
@@ -58,6 +58,9 @@ std::uint64_t sum_rows(const TableView& t, std::size_t a, std::size_t b) {
           break;
         case 4:
           add_fixed<std::uint32_t>(c, k, r0, n, terms.data());
+          break;
+        case 16:
+          add_fixed<Int128>(c, k, r0, n, terms.data());
           break;
         default:
           add_fixed<std::uint64_t>(c, k, r0, n, terms.data());

@@ -50,7 +50,7 @@ Table random_table(const RandomTableOptions& o, BufferResource& br) {
   std::vector<Column> columns;
   std::vector<std::string> names;
   for (std::size_t c = 0; c < o.types.size(); ++c) {
-    const TypeId type = o.types[c];
+    const DataType type = o.types[c];
     std::mt19937_64 rng(o.seed * 1000003 + c);
     std::unique_ptr<Buffer> mask;
     if (o.null_fraction > 0) {
@@ -91,6 +91,11 @@ Table random_table(const RandomTableOptions& o, BufferResource& br) {
           std::memcpy(data->data() + i * w, &f, w);
         } else if (type == TypeId::FLOAT64) {
           const double d = static_cast<double>(static_cast<std::int64_t>(v)) * 0.25;
+          std::memcpy(data->data() + i * w, &d, w);
+        } else if (type == TypeId::DECIMAL128) {
+          // A function of the drawn value, so cardinality and skew carry over; the low half
+          // spread over 64 bits (sums carry into the high half), the high half -2 to 1.
+          const Int128 d{v * 0x9E3779B97F4A7C15ULL, static_cast<std::int64_t>(v & 3) - 2};
           std::memcpy(data->data() + i * w, &d, w);
         } else {
           std::memcpy(data->data() + i * w, &v, w);  // little-endian: the low bytes

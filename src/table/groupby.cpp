@@ -40,7 +40,7 @@ namespace {
 
 /// A fixed-width column of `values` with nulls where `valid` is 0 (no mask when all are valid).
 template <typename T>
-Column make_column(TypeId type, const std::vector<T>& values,
+Column make_column(DataType type, const std::vector<T>& values,
                    const std::vector<std::uint8_t>& valid, BufferResource& br) {
   const std::size_t n = values.size();
   auto data = br.allocate(MemoryType::HOST, n * sizeof(T));
@@ -90,9 +90,7 @@ Column aggregate(const ColumnView& col, AggOp op, const std::vector<std::uint32_
       return make_column(col.type, best, seen, br);
     }
     // sum and mean
-    using Acc =
-        std::conditional_t<std::is_floating_point_v<T>, double,
-                           std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>>;
+    using Acc = detail::sum_t<T>;
     std::vector<Acc> sum(ngroups, Acc{});
     std::vector<std::int64_t> count(ngroups, 0);
     for (std::size_t r = 0; r < group.size(); ++r) {
@@ -104,9 +102,12 @@ Column aggregate(const ColumnView& col, AggOp op, const std::vector<std::uint32_
     if (op == AggOp::sum) {
       return make_column(detail::aggregate_type(col.type, AggOp::sum), sum, seen, br);
     }
+    const double unit = detail::value_unit(col.type);
     std::vector<double> mean(ngroups, 0);
     for (std::size_t g = 0; g < ngroups; ++g) {
-      if (count[g] > 0) mean[g] = static_cast<double>(sum[g]) / static_cast<double>(count[g]);
+      if (count[g] > 0) {
+        mean[g] = detail::sum_as_double(sum[g], unit) / static_cast<double>(count[g]);
+      }
     }
     return make_column(TypeId::FLOAT64, mean, seen, br);
   });
@@ -131,18 +132,18 @@ TableView groupby_keys(const TableView& table, std::span<const std::size_t> keys
     SPILLWAY_EXPECTS(a.column < table.num_columns(),
                      "groupby: value column " + std::to_string(a.column) + " of a table with " +
                          std::to_string(table.num_columns()) + " columns");
-    const TypeId t = table.columns[a.column].type;
-    const bool numeric = t != TypeId::STRING && t != TypeId::BOOL8;
-    SPILLWAY_EXPECTS(a.op == AggOp::count || numeric ||
-                         (t == TypeId::BOOL8 && (a.op == AggOp::min || a.op == AggOp::max)),
-                     std::string("groupby: ") + to_string(a.op) + " of a " +
-                         std::string(to_string(t)) + " column (column " + std::to_string(a.column) +
-                         ")");
+    const DataType t = table.columns[a.column].type;
+    // count of anything; min and max of all but strings; sum and mean of numbers.
+    const bool ok = a.op == AggOp::count ||
+                    ((a.op == AggOp::min || a.op == AggOp::max) && t != TypeId::STRING) ||
+                    (t != TypeId::STRING && t != TypeId::BOOL8 && !is_temporal(t));
+    SPILLWAY_EXPECTS(ok, std::string("groupby: ") + to_string(a.op) + " of a " + to_string(t) +
+                             " column (column " + std::to_string(a.column) + ")");
   }
   return kv;
 }
 
-TypeId aggregate_type(TypeId t, AggOp op) noexcept {
+DataType aggregate_type(DataType t, AggOp op) noexcept {
   switch (op) {
     case AggOp::count:
       return TypeId::INT64;
@@ -154,7 +155,9 @@ TypeId aggregate_type(TypeId t, AggOp op) noexcept {
     case AggOp::sum:
       break;
   }
-  switch (t) {
+  switch (t.id) {
+    case TypeId::DECIMAL128:
+      return decimal128(decimal128_max_precision, t.scale);
     case TypeId::FLOAT32:
     case TypeId::FLOAT64:
       return TypeId::FLOAT64;
@@ -217,13 +220,12 @@ Table groupby(const TableView& table, std::span<const std::size_t> keys,
 namespace detail {
 
 void check_mean_of(const ColumnView& sums, const ColumnView& counts) {
-  SPILLWAY_EXPECTS(
-      sums.type == TypeId::INT64 || sums.type == TypeId::UINT64 || sums.type == TypeId::FLOAT64,
-      "mean_of: sums of type " + std::string(to_string(sums.type)) +
-          " (want int64, uint64 or float64)");
-  SPILLWAY_EXPECTS(
-      counts.type == TypeId::INT64,
-      "mean_of: counts of type " + std::string(to_string(counts.type)) + " (want int64)");
+  SPILLWAY_EXPECTS(sums.type == TypeId::INT64 || sums.type == TypeId::UINT64 ||
+                       sums.type == TypeId::FLOAT64 || sums.type == TypeId::DECIMAL128,
+                   "mean_of: sums of type " + to_string(sums.type) +
+                       " (want int64, uint64, float64 or decimal128)");
+  SPILLWAY_EXPECTS(counts.type == TypeId::INT64,
+                   "mean_of: counts of type " + to_string(counts.type) + " (want int64)");
   SPILLWAY_EXPECTS(sums.size == counts.size, "mean_of: " + std::to_string(sums.size) +
                                                  " sums and " + std::to_string(counts.size) +
                                                  " counts");
@@ -236,11 +238,12 @@ Column mean_of(const ColumnView& sums, const ColumnView& counts, BufferResource&
   const std::size_t n = sums.size;
   std::vector<double> mean(n, 0);
   std::vector<std::uint8_t> valid(n, 0);
+  const double unit = detail::value_unit(sums.type);
   detail::dispatch_fixed(sums.type, [&]<typename T>() {
     for (std::size_t g = 0; g < n; ++g) {
       const std::int64_t c = counts.is_valid(g) ? counts.value<std::int64_t>(g) : 0;
       if (c <= 0 || !sums.is_valid(g)) continue;
-      mean[g] = static_cast<double>(sums.value<T>(g)) / static_cast<double>(c);
+      mean[g] = detail::sum_as_double(sums.value<T>(g), unit) / static_cast<double>(c);
       valid[g] = 1;
     }
   });

@@ -142,7 +142,7 @@ Table concat(std::span<const TableView> tables, BufferResource& br) {
   const TableView& first = tables.front();
   std::vector<Column> columns;
   for (std::size_t c = 0; c < first.num_columns(); ++c) {
-    const TypeId type = first.columns[c].type;
+    const DataType type = first.columns[c].type;
     bool nullable = false;
     std::size_t chars = 0;
     for (const TableView& t : tables) {

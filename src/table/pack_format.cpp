@@ -82,9 +82,10 @@ std::vector<std::uint8_t> encode(const PackLayout& l) {
   w.put(l.num_rows);
   w.put(l.payload_size);
   for (const auto& c : l.columns) {
-    w.put(static_cast<std::uint8_t>(c.type));
+    w.put(static_cast<std::uint8_t>(c.type.id));
     w.put(static_cast<std::uint8_t>(c.nullable ? 1 : 0));
-    w.put(std::uint16_t{0});
+    w.put(c.type.precision);  // 0 but for DECIMAL128
+    w.put(static_cast<std::uint8_t>(c.type.scale));
     w.put(static_cast<std::uint32_t>(c.name.size()));
     w.put_bytes(c.name);
     for (const BufferSpan* s : {&c.mask, &c.offsets, &c.data}) {
@@ -132,7 +133,14 @@ PackLayout decode(std::span<const std::uint8_t> metadata, std::size_t payload_si
     const auto flags = r.get<std::uint8_t>("column flags");
     if ((flags & ~1U) != 0) corrupt("column " + std::to_string(c) + " has unknown flags");
     cl.nullable = (flags & 1U) != 0;
-    if (r.get<std::uint16_t>("column reserved") != 0) corrupt("reserved column bits are set");
+    cl.type.precision = r.get<std::uint8_t>("column precision");
+    cl.type.scale = static_cast<std::int8_t>(r.get<std::uint8_t>("column scale"));
+    if (!is_valid_type(cl.type)) {
+      corrupt("column " + std::to_string(c) + " has precision " +
+              std::to_string(int{cl.type.precision}) + " and scale " +
+              std::to_string(int{cl.type.scale}) + ", which a " +
+              std::string(to_string(cl.type.id)) + " column cannot have");
+    }
     const auto name_len = r.get<std::uint32_t>("name length");
     cl.name = r.get_string(name_len, "column name");
     for (BufferSpan* s : {&cl.mask, &cl.offsets, &cl.data}) {

@@ -24,17 +24,18 @@ std::size_t Table::total_bytes() const noexcept {
   return n;
 }
 
-Column::Column(TypeId type, std::size_t rows, std::unique_ptr<Buffer> data,
+Column::Column(DataType type, std::size_t rows, std::unique_ptr<Buffer> data,
                std::unique_ptr<Buffer> offsets, std::unique_ptr<Buffer> null_mask)
     : type_{type},
       rows_{rows},
       data_{std::move(data)},
       offsets_{std::move(offsets)},
       mask_{std::move(null_mask)} {
+  SPILLWAY_EXPECTS(is_valid_type(type_), "not a column type: " + to_string(type_));
   SPILLWAY_EXPECTS(data_ != nullptr, "a column needs a data buffer");
   if (is_fixed_width(type_)) {
     SPILLWAY_EXPECTS(data_->size() >= rows_ * size_of(type_),
-                     "a " + std::string(to_string(type_)) + " column of " + std::to_string(rows_) +
+                     "a " + to_string(type_) + " column of " + std::to_string(rows_) +
                          " rows needs " + std::to_string(rows_ * size_of(type_)) +
                          " data bytes, got " + std::to_string(data_->size()));
   } else {

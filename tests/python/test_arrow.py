@@ -2,13 +2,17 @@
 empty, as a table, a record batch or a stream, from pyarrow and Polars; and through spillway's
 pack format (what the shuffle moves)."""
 
+import decimal
+
 import pyarrow as pa
 import pytest
 
 import spillway
 
 TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(),
-         pa.uint64(), pa.float32(), pa.float64(), pa.bool_(), pa.string()]
+         pa.uint64(), pa.float32(), pa.float64(), pa.bool_(), pa.string(), pa.date32(),
+         pa.timestamp("s"), pa.timestamp("ms"), pa.timestamp("us"), pa.timestamp("ns"),
+         pa.decimal128(12, 2), pa.decimal128(38, 10)]
 
 
 def sample(n=37, nulls=True):
@@ -20,6 +24,9 @@ def sample(n=37, nulls=True):
             values = [i % 3 == 0 for i in range(n)]
         elif pa.types.is_floating(t):
             values = [i * 0.5 for i in range(n)]
+        elif pa.types.is_decimal(t):  # negative ones, and ones that need more than 64 bits
+            values = [decimal.Decimal(i - 20).scaleb(-t.scale) * (10 ** (t.precision - 4) if i % 5 == 0 else 1)
+                      for i in range(n)]
         else:
             values = [i % 100 for i in range(n)]
         if nulls:
@@ -70,10 +77,21 @@ def test_what_is_not_arrow_is_a_type_error(br):
         spillway.from_arrow([1, 2, 3], br)
 
 
-def test_unsupported_types_name_the_column(br):
-    t = pa.table({"ok": [1], "when": pa.array([1], pa.timestamp("s"))})
-    with pytest.raises(spillway.UsageError, match="when"):
+@pytest.mark.parametrize("bad,why", [(pa.array([1], pa.timestamp("s", tz="UTC")), "time zone"),
+                                     (pa.array([1], pa.decimal256(40, 2)), "decimal256"),
+                                     (pa.array([1], pa.time64("us")), "not supported"),
+                                     (pa.array([[1]], pa.list_(pa.int32())), "not supported")])
+def test_unsupported_types_name_the_column(br, bad, why):
+    t = pa.table({"ok": [1], "when": bad})
+    with pytest.raises(spillway.UsageError, match=f"'when'.*{why}"):
         spillway.from_arrow(t, br)
+
+
+def test_decimals_dates_and_timestamps_keep_their_types(br):
+    t = sample(50)
+    back = spillway.to_arrow(spillway.from_arrow(t, br))
+    assert back.schema == t.schema
+    assert back.column("decimal128(38, 10)").to_pylist() == t.column("decimal128(38, 10)").to_pylist()
 
 
 @pytest.mark.parametrize("string_type", [pa.large_string(), pa.string_view()])

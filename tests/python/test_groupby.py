@@ -2,6 +2,8 @@
 of int and float columns with nulls, int and string keys with null keys, in one process and on
 1-3 local ranks (pre-aggregation, shuffle of the partials, final aggregation) under a host limit."""
 
+import datetime
+import decimal
 import random
 
 import pyarrow as pa
@@ -21,12 +23,20 @@ def data(rows, seed):
         "s": pa.array([maybe(f"s{rng.randrange(3)}") for _ in range(rows)], pa.string()),
         "i": pa.array([maybe(rng.randrange(-1000, 1000)) for _ in range(rows)], pa.int32()),
         "f": pa.array([maybe(rng.random()) for _ in range(rows)], pa.float64()),
+        "dec": pa.array([maybe(decimal.Decimal(rng.randrange(-10**6, 10**6)).scaleb(-2))
+                         for _ in range(rows)], pa.decimal128(18, 2)),
+        "day": pa.array([maybe(datetime.date(2020, 1, 1) + datetime.timedelta(rng.randrange(900)))
+                         for _ in range(rows)], pa.date32()),
+        "ts": pa.array([maybe(datetime.datetime(2024, 3, 1) + datetime.timedelta(seconds=rng.randrange(10**6)))
+                        for _ in range(rows)], pa.timestamp("ms")),
     })
 
 
-AGGS = {"i": ["count", "sum", "min", "max", "mean"], "f": ["sum", "max", "mean"]}
+AGGS = {"i": ["count", "sum", "min", "max", "mean"], "f": ["sum", "max", "mean"],
+        "dec": ["sum", "min", "max", "mean"], "day": ["min", "max"], "ts": ["count", "max"]}
 SQL = ("SELECT k, s, count(i), CAST(sum(i) AS BIGINT), min(i), max(i), avg(i), sum(f), max(f), "
-       "avg(f) FROM t GROUP BY k, s")
+       "avg(f), sum(dec), min(dec), max(dec), avg(dec), min(day), max(day), count(ts), max(ts) "
+       "FROM t GROUP BY k, s")
 
 
 def rows(t):
@@ -46,7 +56,10 @@ def test_groupby_equals_duckdb(br):
     t = data(5000, 1)
     got = spillway.groupby(t, ["k", "s"], AGGS, br)
     assert got.column_names == ["k", "s", "i_count", "i_sum", "i_min", "i_max", "i_mean",
-                                "f_sum", "f_max", "f_mean"]
+                                "f_sum", "f_max", "f_mean", "dec_sum", "dec_min", "dec_max",
+                                "dec_mean", "day_min", "day_max", "ts_count", "ts_max"]
+    assert got.schema.field("dec_sum").type == pa.decimal128(38, 2)
+    assert got.schema.field("day_min").type == pa.date32()
     assert rows(got) == rows(duck(t))
 
 
@@ -72,6 +85,8 @@ def test_groupby_errors_are_usage_errors(br):
         spillway.groupby(t, ["k"], {"i": "median"}, br)
     with pytest.raises(spillway.UsageError, match="sum of a string"):
         spillway.groupby(t, ["k"], {"s": "sum"}, br)
+    with pytest.raises(spillway.UsageError, match="mean of a date32"):
+        spillway.groupby(t, ["k"], {"day": "mean"}, br)
     with pytest.raises(spillway.UsageError, match="not one of"):
         spillway.groupby(t, ["nope"], {"i": "sum"}, br)
     with pytest.raises(spillway.UsageError, match="no aggregations"):

@@ -2,6 +2,8 @@
 every join type, several keys with nulls, duplicates and strings, on 1-3 local ranks, with a
 host limit that makes the shuffle spill; compared as multisets of rows."""
 
+import datetime
+import decimal
 import random
 
 import pyarrow as pa
@@ -24,6 +26,13 @@ def side(rows, seed, tag):
         "s": pa.array([maybe(f"s{rng.randrange(4)}") for _ in range(rows)], pa.string()),
         f"{tag}_v": pa.array([rng.random() for _ in range(rows)], pa.float64()),
         f"{tag}_n": pa.array([rng.randrange(1000) for _ in range(rows)], pa.int32()),
+        # Keys of the types real data has: decimals (some beyond 64 bits), dates, timestamps.
+        "d": pa.array([maybe(decimal.Decimal(rng.randrange(-30, 30)).scaleb(-2) * 10**20)
+                       for _ in range(rows)], pa.decimal128(25, 2)),
+        "day": pa.array([maybe(datetime.date(2024, 1, 1 + rng.randrange(20))) for _ in range(rows)],
+                        pa.date32()),
+        "ts": pa.array([maybe(datetime.datetime(2024, 1, 1, rng.randrange(24))) for _ in range(rows)],
+                       pa.timestamp("us")),
     })
 
 
@@ -43,7 +52,7 @@ def duck(left, right, keys, how):
 
 
 @pytest.mark.parametrize("how", list(SQL_JOIN))
-@pytest.mark.parametrize("keys", [["k"], ["s"], ["k", "s"]])
+@pytest.mark.parametrize("keys", [["k"], ["s"], ["k", "s"], ["d"], ["day", "k"], ["ts"]])
 def test_join_equals_duckdb(br, how, keys):
     left, right = side(700, 1, "a"), side(400, 2, "b")
     got = spillway.join(left, right, keys, br, how=how)

@@ -40,8 +40,37 @@ inline Column strings_of(const ColumnView& ints, BufferResource& br) {
   return Column(TypeId::STRING, ints.size, std::move(chars), std::move(offsets), std::move(mask));
 }
 
+/// A column of `type` (DECIMAL128, DATE32 or a TIMESTAMP) whose values are a function of each
+/// int32 value of `ints` (nulls kept): equal ints give equal values, so it keys as `ints` does.
+/// Decimals have a high half of -1 or 0 and a low half spread over 64 bits.
+inline Column derived_of(const ColumnView& ints, DataType type, BufferResource& br) {
+  const std::size_t w = size_of(type);
+  auto data = br.allocate(MemoryType::HOST, std::max<std::size_t>(ints.size * w, 1));
+  for (std::size_t i = 0; i < ints.size; ++i) {
+    const std::int64_t v = ints.value<std::int32_t>(i);
+    std::byte* at = data->data() + i * w;
+    if (type == TypeId::DECIMAL128) {
+      const Int128 d{static_cast<std::uint64_t>(v) * 0x9E3779B97F4A7C15ULL, v % 2 == 0 ? -1 : 0};
+      std::memcpy(at, &d, w);
+    } else if (type == TypeId::DATE32) {
+      const auto d = static_cast<std::int32_t>(18000 + v);  // days: 2019 onwards
+      std::memcpy(at, &d, w);
+    } else {
+      const std::int64_t t = (18000 + v) * 86400000000LL + v * 1000003;  // microseconds
+      std::memcpy(at, &t, w);
+    }
+  }
+  std::unique_ptr<Buffer> mask;
+  if (ints.nullable()) {
+    mask = br.allocate(MemoryType::HOST, mask_bytes(ints.size));
+    std::memcpy(mask->data(), ints.null_mask, mask_bytes(ints.size));
+  }
+  return Column(type, ints.size, std::move(data), nullptr, std::move(mask));
+}
+
 /// A random side: key columns INT64 and INT32 (low cardinality, nulls), a STRING key made from
-/// the INT32 one, and a FLOAT64 payload.
+/// the INT32 one, a FLOAT64 payload, then DECIMAL128(30, 2), TIMESTAMP_MICROSECONDS and DATE32
+/// keys made from the INT32 one.
 inline Table side(std::size_t rows, std::uint64_t seed, BufferResource& br) {
   RandomTableOptions o;
   o.rows = rows;
@@ -50,10 +79,17 @@ inline Table side(std::size_t rows, std::uint64_t seed, BufferResource& br) {
   o.null_fraction = 0.05;
   o.seed = seed;
   Table t = random_table(o, br);
-  Column s = strings_of(t.view().columns[1], br);
+  const ColumnView ints = t.view().columns[1];
+  Column s = strings_of(ints, br);
+  Column d = derived_of(ints, decimal128(30, 2), br);
+  Column ts = derived_of(ints, TypeId::TIMESTAMP_MICROSECONDS, br);
+  Column day = derived_of(ints, TypeId::DATE32, br);
   std::vector<Column> cols = std::move(t).release();
   cols.push_back(std::move(s));
-  return Table(std::move(cols), {"a", "b", "v", "s"});
+  cols.push_back(std::move(d));
+  cols.push_back(std::move(ts));
+  cols.push_back(std::move(day));
+  return Table(std::move(cols), {"a", "b", "v", "s", "d", "t", "day"});
 }
 
 }  // namespace spillway::test

@@ -5,6 +5,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/table/arrow.hpp>
 #include <spillway/table/checksum.hpp>
+#include <spillway/table/generator.hpp>
 
 #include "common.hpp"
 
@@ -129,4 +130,56 @@ TEST(ImportArrow, NoRowsNeedNoBuffers) {
   b.child_array.buffers = three;
   b.child_array.n_buffers = 3;
   EXPECT_EQ(import_error(b, br), "");
+}
+
+// Decimals, dates and timestamps go out with their Arrow formats and come back as the same
+// types (precision and scale included) and values.
+TEST(ImportArrow, DecimalsDatesAndTimestampsRoundTrip) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  RandomTableOptions o;
+  o.rows = 1000;
+  o.types = {decimal128(38, 10),
+             decimal128(5, -2),
+             TypeId::DATE32,
+             TypeId::TIMESTAMP_SECONDS,
+             TypeId::TIMESTAMP_MILLISECONDS,
+             TypeId::TIMESTAMP_MICROSECONDS,
+             TypeId::TIMESTAMP_NANOSECONDS};
+  o.null_fraction = 0.1;
+  const Table t = random_table(o, br);
+  ArrowSchema schema{};
+  ArrowArray array{};
+  export_arrow(t.view(), &schema, &array);
+  std::vector<std::string> formats;
+  for (std::int64_t i = 0; i < schema.n_children; ++i)
+    formats.emplace_back(schema.children[i]->format);
+  EXPECT_EQ(formats,
+            (std::vector<std::string>{"d:38,10", "d:5,-2", "tdD", "tss:", "tsm:", "tsu:", "tsn:"}));
+  const ArrowImport back = import_arrow(&schema, &array, br);
+  ASSERT_EQ(back.view().num_columns(), t.num_columns());
+  for (std::size_t c = 0; c < t.num_columns(); ++c) {
+    EXPECT_EQ(back.view().columns[c].type, t.column(c).type()) << to_string(t.column(c).type());
+  }
+  EXPECT_EQ(checksum(back.view()), checksum(t.view()));
+}
+
+TEST(ImportArrow, UnsupportedTemporalAndDecimalFormatsAreNamed) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  const std::vector<std::pair<const char*, const char*>> cases{
+      {"tsu:UTC", "time zone"},
+      {"d:40,2", "precision 40"},
+      {"d:10,2,256", "decimal256"},
+      {"d:10", "malformed decimal"},
+      {"d:10,x", "malformed decimal"},
+      {"tdm", "not supported"},
+      {"d:10,2,128,1", "malformed decimal"}};
+  for (const auto& [format, why] : cases) {
+    Batch b(5);
+    b.child_schema.format = format;
+    const std::string e = import_error(b, br);
+    EXPECT_NE(e.find(why), std::string::npos) << format << ": " << e;
+    EXPECT_NE(e.find("'x'"), std::string::npos) << "names the column: " << e;
+  }
 }

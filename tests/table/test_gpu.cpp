@@ -316,7 +316,7 @@ TEST_F(GpuTable, UnpackRejectsHostPayloads) {
 TEST_F(GpuTable, PartitionAndPackNeedsLittleMoreThanItsOutputs) {
   RandomTableOptions o;
   o.rows = 1 << 20;
-  o.types = std::vector<TypeId>(10, TypeId::INT32);
+  o.types = std::vector<DataType>(10, TypeId::INT32);
   const Table d = on_device(random_table(o, br));
   const std::size_t input = d.view().total_bytes();
   const std::size_t before = br.used(MemoryType::DEVICE);

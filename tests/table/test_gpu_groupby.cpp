@@ -80,15 +80,24 @@ Table values_table(std::size_t rows, std::uint64_t seed, BufferResource& br) {
     cols.emplace_back(ft, rows, std::move(data), nullptr, std::move(mask));
   }
   cols.push_back(test::strings_of(cols[1].view(), br));
-  return Table(std::move(cols),
-               {"k", "j", "i8", "i16", "u8", "u16", "u32", "u64", "b", "v", "f64", "f32", "s"});
+  // Decimal, timestamp and date columns of the value column's values, then a decimal key made
+  // from the INT32 key.
+  const ColumnView v = cols[9].view();
+  cols.push_back(test::derived_of(v, decimal128(25, 3), br));
+  cols.push_back(test::derived_of(v, TypeId::TIMESTAMP_MICROSECONDS, br));
+  cols.push_back(test::derived_of(v, TypeId::DATE32, br));
+  cols.push_back(test::derived_of(cols[1].view(), decimal128(12, 0), br));
+  return Table(std::move(cols), {"k", "j", "i8", "i16", "u8", "u16", "u32", "u64", "b", "v", "f64",
+                                 "f32", "s", "dec", "ts", "day", "kdec"});
 }
 
 std::vector<Aggregation> every_op(std::size_t first, std::size_t last) {
   std::vector<Aggregation> out;
   for (std::size_t c = first; c < last; ++c) {
     for (AggOp op : {AggOp::count, AggOp::sum, AggOp::min, AggOp::max, AggOp::mean}) {
-      if (c == 8 && (op == AggOp::sum || op == AggOp::mean)) continue;  // BOOL8
+      // BOOL8, the timestamp and the date have no sum or mean.
+      const bool no_sum = c == 8 || c == 14 || c == 15;
+      if (no_sum && (op == AggOp::sum || op == AggOp::mean)) continue;
       out.push_back({c, op});
     }
   }
@@ -99,10 +108,12 @@ std::vector<Aggregation> every_op(std::size_t first, std::size_t last) {
 
 TEST_F(GpuGroupBy, EveryOpAndTypeEqualsTheCpuGroupBy) {
   const Table t = values_table(30000, 1, br);
-  const std::vector<std::vector<std::size_t>> key_sets{{0}, {1}, {12}, {0, 1}, {1, 12}};
+  const std::vector<std::vector<std::size_t>> key_sets{{0},     {1},  {12},    {0, 1},
+                                                       {1, 12}, {16}, {15, 0}, {14}};
   for (const auto& keys : key_sets) {
     SCOPED_TRACE(std::to_string(keys.size()) + " keys, first " + std::to_string(keys[0]));
     expect_same(t, keys, every_op(2, 12));
+    expect_same(t, keys, every_op(13, 16));
   }
   expect_same(t, {0}, {{12, AggOp::count}, {1, AggOp::count}});  // counts of keys and strings
 }

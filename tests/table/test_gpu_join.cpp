@@ -109,7 +109,8 @@ Column float_column(std::vector<double> v, BufferResource& br) {
 TEST_F(GpuJoin, EveryTypeAndKeySetEqualsTheCpuJoin) {
   const Table l = test::side(1500, 1, br);
   const Table r = test::side(900, 2, br);
-  const std::vector<std::vector<std::size_t>> key_sets{{0}, {1}, {3}, {0, 1}, {1, 3}};
+  const std::vector<std::vector<std::size_t>> key_sets{{0}, {1}, {3},    {0, 1}, {1, 3}, {4},
+                                                       {5}, {6}, {4, 0}, {5, 6}, {6, 3}};
   for (const auto& keys : key_sets) {
     for (JoinType type : all_types) {
       SCOPED_TRACE(std::string(to_string(type)) + " on " + std::to_string(keys.size()) +

@@ -19,7 +19,7 @@ class PlacedPartitionsTest : public ::testing::Test {
  protected:
   void SetUp() override { SPILLWAY_SKIP_UNLESS_LIVE(br, MemoryType::DEVICE); }
 
-  Table host_table(std::size_t rows, std::vector<TypeId> types) {
+  Table host_table(std::size_t rows, std::vector<DataType> types) {
     RandomTableOptions o;
     o.rows = rows;
     o.types = std::move(types);
@@ -41,8 +41,11 @@ class PlacedPartitionsTest : public ::testing::Test {
 }  // namespace
 
 TEST_F(PlacedPartitionsTest, EachPartsBytesAreHashPartitions) {
-  const std::vector<TypeId> types{TypeId::INT32, TypeId::INT64, TypeId::INT16, TypeId::FLOAT64,
-                                  TypeId::BOOL8, TypeId::INT32, TypeId::INT64};
+  const std::vector<DataType> types{TypeId::INT32,  TypeId::INT64,
+                                    TypeId::INT16,  TypeId::FLOAT64,
+                                    TypeId::BOOL8,  decimal128(30, 4),
+                                    TypeId::INT32,  TypeId::INT64,
+                                    TypeId::DATE32, TypeId::TIMESTAMP_NANOSECONDS};
   const Table h = host_table(50021, types);
   const std::vector<std::size_t> keys{1, 0};
   for (const auto& [parts, groups] : std::vector<std::pair<std::size_t, std::uint32_t>>{
@@ -84,7 +87,7 @@ TEST_F(PlacedPartitionsTest, EachPartsBytesAreHashPartitions) {
 // The input's columns are freed as their group's copy is made: at no point do the input and
 // a whole second copy both hold device memory.
 TEST_F(PlacedPartitionsTest, TheCopyTakesTheInputsPlace) {
-  const std::vector<TypeId> types(10, TypeId::INT64);
+  const std::vector<DataType> types(10, TypeId::INT64);
   const Table h = host_table(200000, types);
   Table d = on_device(h);
   const std::size_t table_bytes = d.total_bytes();

@@ -124,3 +124,76 @@ TEST(GroupBy, StringKeysNaNAndEmptyTables) {
   EXPECT_THROW(groupby(t.view(), none, count, br), logic_error);
   EXPECT_THROW(groupby(t.view(), k9, count, br), logic_error);
 }
+
+// Decimals sum exactly in 128 bits (carries from the low half, negative values) into
+// decimal128(38, scale), and have min, max and mean (their scale applied); dates and
+// timestamps have count, min and max, and no sum or mean.
+TEST(GroupBy, DecimalsDatesAndTimestamps) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  RandomTableOptions o;
+  o.rows = 30000;
+  o.types = {TypeId::INT32, decimal128(20, 2), TypeId::DATE32, TypeId::TIMESTAMP_MILLISECONDS};
+  o.key_cardinality = 60;
+  o.null_fraction = 0.1;
+  o.seed = 11;
+  const Table t = random_table(o, br);
+  const TableView v = t.view();
+  struct Acc {
+    std::int64_t n{0};
+    Int128 sum, lo = Int128::max(), hi = Int128::lowest();
+    std::int32_t first_day{INT32_MAX}, last_day{INT32_MIN};
+    std::int64_t ts_n{0};
+  };
+  std::map<std::optional<std::int32_t>, Acc> want;
+  for (std::size_t r = 0; r < v.num_rows(); ++r) {
+    Acc& a = want[v.columns[0].is_valid(r) ? std::optional(v.columns[0].value<std::int32_t>(r))
+                                           : std::nullopt];
+    if (v.columns[1].is_valid(r)) {
+      const Int128 x = v.columns[1].value<Int128>(r);
+      ++a.n;
+      a.sum += x;
+      if (x < a.lo) a.lo = x;
+      if (a.hi < x) a.hi = x;
+    }
+    if (v.columns[2].is_valid(r)) {
+      a.first_day = std::min(a.first_day, v.columns[2].value<std::int32_t>(r));
+      a.last_day = std::max(a.last_day, v.columns[2].value<std::int32_t>(r));
+    }
+    a.ts_n += v.columns[3].is_valid(r) ? 1 : 0;
+  }
+  const std::vector<std::size_t> keys{0};
+  const std::vector<Aggregation> aggs{{1, AggOp::sum},   {1, AggOp::min}, {1, AggOp::max},
+                                      {1, AggOp::mean},  {2, AggOp::min}, {2, AggOp::max},
+                                      {3, AggOp::count}, {3, AggOp::max}};
+  const Table g = groupby(v, keys, aggs, br);
+  EXPECT_EQ(g.column(1).type(), decimal128(38, 2));
+  EXPECT_EQ(g.column(2).type(), decimal128(20, 2));
+  EXPECT_EQ(g.column(4).type(), TypeId::FLOAT64);
+  EXPECT_EQ(g.column(5).type(), TypeId::DATE32);
+  EXPECT_EQ(g.column(8).type(), TypeId::TIMESTAMP_MILLISECONDS);
+  const TableView gv = g.view();
+  ASSERT_EQ(g.num_rows(), want.size());
+  bool carried = false;  // some sum's high half is beyond the sign of its low half
+  for (std::size_t i = 0; i < g.num_rows(); ++i) {
+    const Acc& a =
+        want.at(gv.columns[0].is_valid(i) ? std::optional(gv.columns[0].value<std::int32_t>(i))
+                                          : std::nullopt);
+    ASSERT_EQ(gv.columns[1].is_valid(i), a.n > 0);
+    if (a.n == 0) continue;
+    EXPECT_EQ(gv.columns[1].value<Int128>(i), a.sum);
+    EXPECT_EQ(gv.columns[2].value<Int128>(i), a.lo);
+    EXPECT_EQ(gv.columns[3].value<Int128>(i), a.hi);
+    EXPECT_NEAR(gv.columns[4].value<double>(i), a.sum.to_double() / 100 / double(a.n),
+                1e-9 * std::abs(a.sum.to_double() / 100));
+    EXPECT_EQ(gv.columns[5].value<std::int32_t>(i), a.first_day);
+    EXPECT_EQ(gv.columns[6].value<std::int32_t>(i), a.last_day);
+    EXPECT_EQ(gv.columns[7].value<std::int64_t>(i), a.ts_n);
+    carried = carried || (a.sum.hi != 0 && a.sum.hi != -1);
+  }
+  EXPECT_TRUE(carried) << "the test's sums never left 64 bits";
+  for (const Aggregation bad : {Aggregation{2, AggOp::sum}, Aggregation{3, AggOp::mean}}) {
+    const std::vector<Aggregation> one{bad};
+    EXPECT_THROW(groupby(v, keys, one, br), logic_error);
+  }
+}

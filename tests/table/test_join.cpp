@@ -42,10 +42,15 @@ bool equal_keys(const TableView& a, std::span<const std::size_t> ak, std::size_t
         break;
       }
       case TypeId::INT64:
+      case TypeId::TIMESTAMP_MICROSECONDS:
         if (x.value<std::int64_t>(i) != y.value<std::int64_t>(j)) return false;
         break;
       case TypeId::INT32:
+      case TypeId::DATE32:
         if (x.value<std::int32_t>(i) != y.value<std::int32_t>(j)) return false;
+        break;
+      case TypeId::DECIMAL128:
+        if (x.value<Int128>(i) != y.value<Int128>(j)) return false;
         break;
       default:
         ADD_FAILURE() << "the oracle does not know " << to_string(x.type);
@@ -103,7 +108,8 @@ TEST(Join, EveryTypeEqualsTheNestedLoopJoin) {
   BufferResource br(test::host_config(dir.path()));
   const Table l = side(1500, 1, br);
   const Table r = side(900, 2, br);
-  const std::vector<std::vector<std::size_t>> key_sets{{0}, {1}, {3}, {0, 1}, {1, 3}};
+  const std::vector<std::vector<std::size_t>> key_sets{{0}, {1}, {3},    {0, 1}, {1, 3}, {4},
+                                                       {5}, {6}, {4, 0}, {5, 6}, {6, 3}};
   for (const auto& keys : key_sets) {
     for (JoinType type : all_types) {
       SCOPED_TRACE(std::string(to_string(type)) + " on " + std::to_string(keys.size()) +
@@ -129,33 +135,40 @@ TEST(Join, TheOutputIsTheGatheredColumnsAndDoesNotDependOnThreads) {
   EXPECT_EQ(one.left, four.left);
   EXPECT_EQ(one.right, four.right);
   const Table out = hash_join(l.view(), keys, r.view(), keys, JoinType::full, br, 4);
-  ASSERT_EQ(out.num_columns(), 8u);
-  EXPECT_EQ(out.names(), (std::vector<std::string>{"a", "b", "v", "s", "a_right", "b_right",
-                                                   "v_right", "s_right"}));
+  constexpr std::size_t n = 7;  // columns a side
+  ASSERT_EQ(out.num_columns(), 2 * n);
+  EXPECT_EQ(out.names(),
+            (std::vector<std::string>{"a", "b", "v", "s", "d", "t", "day", "a_right", "b_right",
+                                      "v_right", "s_right", "d_right", "t_right", "day_right"}));
+  for (std::size_t c = 0; c < n; ++c) {
+    EXPECT_EQ(out.column(c).type(), l.column(c).type());
+    EXPECT_EQ(out.column(n + c).type(), r.column(c).type());
+  }
   const Table gl = gather(l.view(), one.left, br);
   const Table gr = gather(r.view(), one.right, br);
   ASSERT_EQ(out.num_rows(), one.left.size());
   const TableView ov = out.view();
   const TableView glv = gl.view();
   const TableView grv = gr.view();
-  for (std::size_t c = 0; c < 4; ++c) {
+  for (std::size_t c = 0; c < n; ++c) {
     const ColumnView& want_l = glv.columns[c];
     const ColumnView& want_r = grv.columns[c];
     for (std::size_t i = 0; i < out.num_rows(); ++i) {
       ASSERT_EQ(ov.columns[c].is_valid(i), want_l.is_valid(i));
-      ASSERT_EQ(ov.columns[4 + c].is_valid(i), want_r.is_valid(i));
+      ASSERT_EQ(ov.columns[n + c].is_valid(i), want_r.is_valid(i));
       if (one.left[i] < 0) {
         ASSERT_FALSE(ov.columns[c].is_valid(i));
       }
       if (one.right[i] < 0) {
-        ASSERT_FALSE(ov.columns[4 + c].is_valid(i));
+        ASSERT_FALSE(ov.columns[n + c].is_valid(i));
       }
     }
   }
-  // Spot values: the string of each matched pair is the same on both sides.
+  // Spot values: the string and the decimal of each matched pair are the same on both sides.
   for (std::size_t i = 0; i < out.num_rows(); ++i) {
     if (one.left[i] >= 0 && one.right[i] >= 0) {
-      ASSERT_EQ(ov.columns[3].string(i), ov.columns[7].string(i));
+      ASSERT_EQ(ov.columns[3].string(i), ov.columns[n + 3].string(i));
+      ASSERT_EQ(ov.columns[4].value<Int128>(i), ov.columns[n + 4].value<Int128>(i));
     }
   }
 }

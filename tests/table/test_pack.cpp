@@ -11,6 +11,7 @@
 #include <random>
 
 #include <optional>
+#include <tuple>
 
 using namespace spillway;
 
@@ -194,11 +195,45 @@ TEST(Unpack, NamesWhatIsWrong) {
     expect_corrupt(std::move(p), "unknown type id 200");
   }
   {
+    PackedData p = copy_of(good, br);
+    p.metadata[30] = 5;  // the first column's precision: a non-decimal has none
+    expect_corrupt(std::move(p), "precision 5 and scale 0");
+  }
+  {
     // The first column's mask offset (after type, flags, reserved, name length and name "c0").
     PackedData p = copy_of(good, br);
     const std::uint64_t far = 1ULL << 40;
     std::memcpy(p.metadata.data() + 28 + 8 + 2, &far, 8);
     expect_corrupt(std::move(p), "outside the");
+  }
+}
+
+TEST(Unpack, ADecimalsPrecisionAndScaleTravelAndAreChecked) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  RandomTableOptions o;
+  o.rows = 100;
+  o.types = {decimal128(27, -3)};
+  const Table t = random_table(o, br);
+  const PackedData good = pack(t.view(), br);
+  {
+    PackedData p = copy_of(good, br);
+    const Table back = unpack_and_concat(
+        [&] {
+          std::vector<PackedData> v;
+          v.push_back(std::move(p));
+          return v;
+        }(),
+        br);
+    EXPECT_EQ(back.column(0).type(), decimal128(27, -3));
+    EXPECT_EQ(checksum(back.view()), checksum(t.view()));
+  }
+  for (const auto& [at, value, words] :
+       std::vector<std::tuple<std::size_t, std::uint8_t, std::string>>{
+           {30, 0, "precision 0"}, {30, 39, "precision 39"}, {31, 60, "scale 60"}}) {
+    PackedData p = copy_of(good, br);
+    p.metadata[at] = value;
+    expect_corrupt(std::move(p), words);
   }
 }
 

@@ -107,7 +107,7 @@ TEST(PartitionAndPack, ExtraMemoryIsAtMostATenthAboveTheOutputs) {
   BufferResource br(test::host_config(dir.path()));
   RandomTableOptions o;
   o.rows = 1 << 18;
-  o.types = std::vector<TypeId>(10, TypeId::INT32);
+  o.types = std::vector<DataType>(10, TypeId::INT32);
   Table t = random_table(o, br);
   const std::size_t input = t.view().total_bytes();
   br.reset_peak(MemoryType::HOST);

@@ -18,7 +18,7 @@ namespace spillway {
 /// LSB first; 1 = valid) or nullptr when every row is valid. For STRING, `offsets` holds
 /// size + 1 int32 values starting at 0 and `data` the characters.
 struct ColumnView {
-  TypeId type{TypeId::INT32};
+  DataType type{TypeId::INT32};
   std::size_t size{0};
   const void* data{nullptr};
   const std::int32_t* offsets{nullptr};

@@ -13,7 +13,7 @@ namespace spillway {
 
 struct RandomTableOptions {
   std::size_t rows{0};
-  std::vector<TypeId> types{TypeId::INT32};
+  std::vector<DataType> types{TypeId::INT32};
   /// Values are drawn from [0, key_cardinality) (0: the type's full range; strings: any).
   std::uint64_t key_cardinality{0};
   /// This fraction of rows takes the value 0 (one hot key).

@@ -17,10 +17,10 @@ namespace spillway {
 class Column {
  public:
   /// @throws spillway::logic_error when the buffers do not fit the type and row count.
-  Column(TypeId type, std::size_t rows, std::unique_ptr<Buffer> data,
+  Column(DataType type, std::size_t rows, std::unique_ptr<Buffer> data,
          std::unique_ptr<Buffer> offsets = nullptr, std::unique_ptr<Buffer> null_mask = nullptr);
 
-  [[nodiscard]] TypeId type() const noexcept { return type_; }
+  [[nodiscard]] DataType type() const noexcept { return type_; }
   [[nodiscard]] std::size_t size() const noexcept { return rows_; }
   [[nodiscard]] ColumnView view() const;
   [[nodiscard]] const Buffer& data() const noexcept { return *data_; }
@@ -28,7 +28,7 @@ class Column {
   [[nodiscard]] const Buffer* null_mask() const noexcept { return mask_.get(); }
 
  private:
-  TypeId type_;
+  DataType type_;
   std::size_t rows_;
   std::unique_ptr<Buffer> data_;
   std::unique_ptr<Buffer> offsets_;

@@ -19,7 +19,16 @@ SPILLWAY_HOST_DEVICE constexpr std::uint64_t column_multiplier(std::size_t colum
   return (0x9E3779B97F4A7C15ULL ^ (std::uint64_t{column} * 0xD6E8FEB86659FD93ULL)) | 1ULL;
 }
 
-/// A fixed-width element's term: its bytes as a little-endian integer.
+/// A fixed-width element's bits as one 64-bit integer: the value zero-extended, or for 16-byte
+/// values (Int128) both halves mixed.
+SPILLWAY_HOST_DEVICE constexpr std::uint64_t value_bits(std::uint64_t v) noexcept {
+  return v;
+}
+SPILLWAY_HOST_DEVICE constexpr std::uint64_t value_bits(Int128 v) noexcept {
+  return v.lo + static_cast<std::uint64_t>(v.hi) * 0xC2B2AE3D27D4EB4FULL;
+}
+
+/// A fixed-width element's term: its bytes as a little-endian integer (value_bits).
 SPILLWAY_HOST_DEVICE constexpr std::uint64_t fixed_term(std::uint64_t bits,
                                                         std::size_t column) noexcept {
   return (bits + 0x632BE59BD9B4E019ULL) * column_multiplier(column);

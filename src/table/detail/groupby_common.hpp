@@ -5,8 +5,11 @@
 #include <spillway/table/column_view.hpp>
 #include <spillway/table/groupby.hpp>
 
+#include <cmath>
+#include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 
 namespace spillway::detail {
 
@@ -17,9 +20,31 @@ TableView groupby_keys(const TableView& table, std::span<const std::size_t> keys
                        std::span<const Aggregation> aggregations);
 
 /// The type of aggregation `op` of a column of type `t`: INT64 for count, the sum type for
-/// sum (INT64 for signed integers, UINT64 for unsigned ones, FLOAT64 for floats), FLOAT64 for
-/// mean, `t` for min and max.
-TypeId aggregate_type(TypeId t, AggOp op) noexcept;
+/// sum (INT64 for signed integers, UINT64 for unsigned ones, FLOAT64 for floats,
+/// decimal128(38, scale) for decimals), FLOAT64 for mean, `t` for min and max.
+DataType aggregate_type(DataType t, AggOp op) noexcept;
+
+/// The type a sum of values of T accumulates in (the C++ type of aggregate_type's sum).
+template <typename T>
+using sum_t = std::conditional_t<
+    std::is_same_v<T, Int128>, Int128,
+    std::conditional_t<std::is_floating_point_v<T>, double,
+                       std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>>>;
+
+/// A sum as a double, in the units of the column's values (a decimal's scale applied).
+template <typename S>
+SPILLWAY_HOST_DEVICE inline double sum_as_double(S sum, double unit) {
+  if constexpr (std::is_same_v<S, Int128>) {
+    return sum.to_double() * unit;
+  } else {
+    return static_cast<double>(sum);
+  }
+}
+
+/// What one unit of a column's stored integer is worth: 10^-scale for a decimal, else 1.
+inline double value_unit(DataType t) {
+  return t.id == TypeId::DECIMAL128 ? std::pow(10.0, -static_cast<double>(t.scale)) : 1.0;
+}
 
 /// The output column's name: "<column>_<op>".
 std::string aggregate_name(const TableView& table, const Aggregation& a);

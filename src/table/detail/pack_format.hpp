@@ -1,7 +1,8 @@
 #pragma once
 // The packed-table metadata format (internal). Little-endian:
 //   u32 magic "SPWY" | u16 version | u16 reserved (0) | u32 num_columns | u64 num_rows |
-//   u64 payload_size | per column: u8 type | u8 flags (bit 0: nullable) | u16 reserved (0) |
+//   u64 payload_size | per column: u8 type | u8 flags (bit 0: nullable) | u8 precision |
+//   i8 scale (both 0 but for DECIMAL128) |
 //   u32 name_len | name bytes | 3 x (u64 offset, u64 size): mask, offsets, data.
 // Absent buffers are (0, 0). Each buffer starts at a multiple of 64 bytes in the payload.
 
@@ -25,7 +26,7 @@ struct BufferSpan {
 };
 
 struct ColumnLayout {
-  TypeId type{TypeId::INT32};
+  DataType type{TypeId::INT32};
   bool nullable{false};
   std::string name;
   BufferSpan mask, offsets, data;

@@ -10,8 +10,8 @@
 
 namespace spillway::detail {
 
-/// f.template operator()<T>() with T the storage type of `t` (BOOL8 as uint8_t); `t` must be
-/// fixed-width. Usable in device code.
+/// f.template operator()<T>() with T the storage type of `t` (BOOL8 as uint8_t, DATE32 as int32_t,
+/// timestamps as int64_t, DECIMAL128 as Int128); `t` must be fixed-width. Usable in device code.
 template <typename F>
 SPILLWAY_HOST_DEVICE decltype(auto) dispatch_fixed(TypeId t, F&& f) {
   switch (t) {
@@ -20,9 +20,16 @@ SPILLWAY_HOST_DEVICE decltype(auto) dispatch_fixed(TypeId t, F&& f) {
     case TypeId::INT16:
       return f.template operator()<std::int16_t>();
     case TypeId::INT32:
+    case TypeId::DATE32:
       return f.template operator()<std::int32_t>();
     case TypeId::INT64:
+    case TypeId::TIMESTAMP_SECONDS:
+    case TypeId::TIMESTAMP_MILLISECONDS:
+    case TypeId::TIMESTAMP_MICROSECONDS:
+    case TypeId::TIMESTAMP_NANOSECONDS:
       return f.template operator()<std::int64_t>();
+    case TypeId::DECIMAL128:
+      return f.template operator()<Int128>();
     case TypeId::UINT16:
       return f.template operator()<std::uint16_t>();
     case TypeId::UINT32:
@@ -41,9 +48,9 @@ SPILLWAY_HOST_DEVICE decltype(auto) dispatch_fixed(TypeId t, F&& f) {
   return f.template operator()<std::uint8_t>();
 }
 
-/// Calls `f.template operator()<U>()` with U the unsigned integer of `width` bytes (1, 2, 4;
-/// 8 for any other width), for code that moves or sums fixed-width values as raw bits. Usable
-/// in device code.
+/// Calls `f.template operator()<U>()` with U the unsigned integer of `width` bytes (1, 2, 4,
+/// 8; Int128 for 16; `width` must be one of those), for code that moves fixed-width values as
+/// raw bits. Usable in device code.
 template <typename F>
 SPILLWAY_HOST_DEVICE decltype(auto) with_width(std::size_t width, F&& f) {
   switch (width) {
@@ -53,6 +60,8 @@ SPILLWAY_HOST_DEVICE decltype(auto) with_width(std::size_t width, F&& f) {
       return f.template operator()<std::uint16_t>();
     case 4:
       return f.template operator()<std::uint32_t>();
+    case 16:
+      return f.template operator()<Int128>();
     default:
       return f.template operator()<std::uint64_t>();
   }

@@ -30,7 +30,7 @@ __device__ std::uint64_t row_value(const DeviceColumn* cols, std::uint32_t ncols
                                              static_cast<std::size_t>(c.offsets[row + 1] - a), k);
     } else {
       const std::uint64_t bits = detail::with_width(c.width, [&]<typename T>() -> std::uint64_t {
-        return reinterpret_cast<const T*>(c.data)[row];
+        return spillway::detail::value_bits(reinterpret_cast<const T*>(c.data)[row]);
       });
       terms += spillway::detail::fixed_term(bits, k);
     }
@@ -74,8 +74,9 @@ __device__ __forceinline__ void add_terms(const DeviceColumn& c, std::uint32_t k
   }
 #pragma unroll
   for (unsigned i = 0; i < sum_rows; ++i) {
-    terms[i] += detail::is_valid(c, first + i) ? spillway::detail::fixed_term(v[i], k)
-                                               : spillway::detail::null_term(k);
+    terms[i] += detail::is_valid(c, first + i)
+                    ? spillway::detail::fixed_term(spillway::detail::value_bits(v[i]), k)
+                    : spillway::detail::null_term(k);
   }
 }
 

@@ -74,7 +74,7 @@ Table concat(std::span<const TableView> tables, BufferResource& br, Stream strea
   std::vector<detail::CopyRange> copies;
   std::vector<detail::RebaseRange> offsets;
   for (std::size_t c = 0; c < ncols; ++c) {
-    const TypeId type = first.columns[c].type;
+    const DataType type = first.columns[c].type;
     bool nullable = false;
     std::size_t total_chars = 0;
     for (std::size_t t = 0; t < ntables; ++t) {

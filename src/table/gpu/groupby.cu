@@ -78,11 +78,50 @@ __global__ void row_group_kernel(std::uint32_t* row_slot, std::size_t rows,
   if (r < rows) row_slot[r] = group_of_slot[row_slot[r]];
 }
 
-/// The 8-byte accumulator of a column of T.
+/// A DECIMAL128 sum's or extreme's accumulator: 16-byte aligned, for the 16-byte
+/// compare-and-swap of min and max.
+struct alignas(16) Acc128 {
+  unsigned long long lo;
+  long long hi;
+};
+
+/// The accumulator of a column of T: 8 bytes (int64, uint64 or double), 16 for decimals.
 template <typename T>
-using acc_t =
+using acc_t = std::conditional_t<
+    std::is_same_v<T, Int128>, Acc128,
     std::conditional_t<std::is_floating_point_v<T>, double,
-                       std::conditional_t<std::is_signed_v<T>, long long, unsigned long long>>;
+                       std::conditional_t<std::is_signed_v<T>, long long, unsigned long long>>>;
+
+__device__ inline Int128 as_int128(Acc128 a) {
+  return {a.lo, a.hi};
+}
+
+/// A value as its accumulator, and back.
+template <typename T>
+__device__ acc_t<T> to_acc(T v) {
+  if constexpr (std::is_same_v<T, Int128>) {
+    return Acc128{v.lo, v.hi};
+  } else {
+    return static_cast<acc_t<T>>(v);
+  }
+}
+template <typename T>
+__device__ T from_acc(acc_t<T> a) {
+  if constexpr (std::is_same_v<T, Int128>) {
+    return as_int128(a);
+  } else {
+    return static_cast<T>(a);
+  }
+}
+/// An accumulated sum as a double, `unit` the worth of a decimal's stored 1.
+template <typename A>
+__device__ double acc_double(A a, double unit) {
+  if constexpr (std::is_same_v<A, Acc128>) {
+    return as_int128(a).to_double() * unit;
+  } else {
+    return static_cast<double>(a);
+  }
+}
 
 __device__ void atomic_add(double* a, double v) {
   atomicAdd(a, v);
@@ -92,6 +131,14 @@ __device__ void atomic_add(long long* a, long long v) {
 }
 __device__ void atomic_add(unsigned long long* a, unsigned long long v) {
   atomicAdd(a, v);
+}
+/// A 128-bit sum as two 64-bit atomics: the low half, then the high half plus the carry the
+/// low half's addition made. Every addition commutes, so the halves end exact in any order.
+__device__ void atomic_add(Acc128* a, Acc128 v) {
+  const unsigned long long old = atomicAdd(&a->lo, v.lo);
+  const unsigned long long carry = old + v.lo < old ? 1ULL : 0ULL;
+  atomicAdd(reinterpret_cast<unsigned long long*>(&a->hi),
+            static_cast<unsigned long long>(v.hi) + carry);
 }
 
 /// x < y with NaN the greatest.
@@ -113,6 +160,22 @@ __device__ void atomic_extreme(double* a, double v) {
     old = seen;
   }
 }
+/// The same for decimals, by 16-byte compare-and-swap (compute capability 9.0 and later).
+template <bool Min>
+__device__ void atomic_extreme(Acc128* a, Acc128 v) {
+  Acc128 old = *a;
+  for (;;) {
+    if (!(Min ? as_int128(v) < as_int128(old) : as_int128(old) < as_int128(v))) return;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const Acc128 seen = atomicCAS(a, old, v);
+#else
+    const Acc128 seen = old;
+    __trap();  // (the build targets sm_90 and later)
+#endif
+    if (seen.lo == old.lo && seen.hi == old.hi) return;
+    old = seen;
+  }
+}
 template <bool Min, typename A>
 __device__ void atomic_extreme(A* a, A v) {
   if constexpr (Min) {
@@ -131,7 +194,7 @@ __global__ void accumulate_kernel(DeviceColumn col, std::size_t rows, const std:
   if (r >= rows || !detail::is_valid(col, r)) return;
   const std::uint32_t g = group[r];
   atomicAdd(count + g, 1ULL);
-  const auto v = static_cast<acc_t<T>>(reinterpret_cast<const T*>(col.data)[r]);
+  const acc_t<T> v = to_acc(reinterpret_cast<const T*>(col.data)[r]);
   if (op == AggOp::sum || op == AggOp::mean) {
     atomic_add(acc + g, v);
   } else if (op == AggOp::min) {
@@ -158,17 +221,16 @@ __global__ void fill_kernel(A* a, std::size_t n, A v) {
 /// (0 for a group without values: its row is null).
 template <typename T>
 __global__ void finish_kernel(const acc_t<T>* acc, const unsigned long long* count,
-                              std::size_t groups, AggOp op, void* out) {
+                              std::size_t groups, AggOp op, double unit, void* out) {
   const std::size_t g = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (g >= groups) return;
   const unsigned long long n = count[g];
   if (op == AggOp::sum) {
     static_cast<acc_t<T>*>(out)[g] = n > 0 ? acc[g] : acc_t<T>{};
   } else if (op == AggOp::mean) {
-    static_cast<double*>(out)[g] =
-        n > 0 ? static_cast<double>(acc[g]) / static_cast<double>(n) : 0.0;
+    static_cast<double*>(out)[g] = n > 0 ? acc_double(acc[g], unit) / static_cast<double>(n) : 0.0;
   } else {
-    static_cast<T*>(out)[g] = n > 0 ? static_cast<T>(acc[g]) : T{};
+    static_cast<T*>(out)[g] = n > 0 ? from_acc<T>(acc[g]) : T{};
   }
 }
 
@@ -186,16 +248,16 @@ __global__ void valid_mask_kernel(const unsigned long long* count, std::size_t g
 
 /// out[g] = sums[g] / counts[g], valid where the count is above 0 and the sum valid.
 template <typename T>
-__global__ void mean_of_kernel(DeviceColumn sums, DeviceColumn counts, std::size_t n, double* out,
-                               unsigned long long* valid) {
+__global__ void mean_of_kernel(DeviceColumn sums, DeviceColumn counts, std::size_t n, double unit,
+                               double* out, unsigned long long* valid) {
   const std::size_t g = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (g >= n) return;
   const std::int64_t c =
       detail::is_valid(counts, g) ? reinterpret_cast<const std::int64_t*>(counts.data)[g] : 0;
   const bool ok = c > 0 && detail::is_valid(sums, g);
-  out[g] =
-      ok ? static_cast<double>(reinterpret_cast<const T*>(sums.data)[g]) / static_cast<double>(c)
-         : 0.0;
+  out[g] = ok ? acc_double(to_acc(reinterpret_cast<const T*>(sums.data)[g]), unit) /
+                    static_cast<double>(c)
+              : 0.0;
   valid[g] = ok ? 1 : 0;
 }
 
@@ -206,15 +268,22 @@ void check_launch() {
 /// The accumulator's starting value for `op`.
 template <typename A>
 A start_value(AggOp op) {
-  if (op == AggOp::min) {
-    if constexpr (std::is_floating_point_v<A>) return std::numeric_limits<A>::quiet_NaN();
-    return std::numeric_limits<A>::max();
+  if constexpr (std::is_same_v<A, Acc128>) {
+    const Int128 v = op == AggOp::min   ? Int128::max()
+                     : op == AggOp::max ? Int128::lowest()
+                                        : Int128{};
+    return Acc128{v.lo, v.hi};
+  } else {
+    if (op == AggOp::min) {
+      if constexpr (std::is_floating_point_v<A>) return std::numeric_limits<A>::quiet_NaN();
+      return std::numeric_limits<A>::max();
+    }
+    if (op == AggOp::max) {
+      if constexpr (std::is_floating_point_v<A>) return -std::numeric_limits<A>::infinity();
+      return std::numeric_limits<A>::lowest();
+    }
+    return A{};
   }
-  if (op == AggOp::max) {
-    if constexpr (std::is_floating_point_v<A>) return -std::numeric_limits<A>::infinity();
-    return std::numeric_limits<A>::lowest();
-  }
-  return A{};
 }
 
 /// One aggregation's output column over `groups` groups.
@@ -225,7 +294,7 @@ Column aggregate(const ColumnView& col, AggOp op, const std::uint32_t* group, st
   const DeviceColumn dc = detail::to_device_column(col);
   const unsigned row_blocks = detail::blocks_for(rows, block_threads);
   const unsigned group_blocks = detail::blocks_for(groups, block_threads);
-  const TypeId out_type = spillway::detail::aggregate_type(col.type, op);
+  const DataType out_type = spillway::detail::aggregate_type(col.type, op);
   auto out =
       br.allocate(MemoryType::DEVICE, std::max<std::size_t>(groups, 1) * size_of(out_type), stream);
   if (op == AggOp::count) {  // into the INT64 output
@@ -238,10 +307,11 @@ Column aggregate(const ColumnView& col, AggOp op, const std::uint32_t* group, st
     return Column(TypeId::INT64, groups, std::move(out));
   }
   auto count = br.allocate(MemoryType::DEVICE, std::max<std::size_t>(groups, 1) * 8, stream);
-  auto acc = br.allocate(MemoryType::DEVICE, std::max<std::size_t>(groups, 1) * 8, stream);
   SPILLWAY_CUDA_TRY(cudaMemsetAsync(count->data(), 0, count->size(), s));
   spillway::detail::dispatch_fixed(col.type, [&]<typename T>() {
     using A = acc_t<T>;
+    auto acc =
+        br.allocate(MemoryType::DEVICE, std::max<std::size_t>(groups, 1) * sizeof(A), stream);
     if (groups > 0) {
       fill_kernel<A>
           <<<group_blocks, block_threads, 0, s>>>(as<A>(*acc), groups, start_value<A>(op));
@@ -254,7 +324,8 @@ Column aggregate(const ColumnView& col, AggOp op, const std::uint32_t* group, st
     }
     if (groups > 0) {
       finish_kernel<T><<<group_blocks, block_threads, 0, s>>>(
-          as<const A>(*acc), as<const unsigned long long>(*count), groups, op, out->data());
+          as<const A>(*acc), as<const unsigned long long>(*count), groups, op,
+          spillway::detail::value_unit(col.type), out->data());
       check_launch();
     }
   });
@@ -345,7 +416,8 @@ Column mean_of(const ColumnView& sums, const ColumnView& counts, BufferResource&
   if (n > 0) {
     spillway::detail::dispatch_fixed(sums.type, [&]<typename T>() {
       mean_of_kernel<T><<<detail::blocks_for(n, block_threads), block_threads, 0, s>>>(
-          detail::to_device_column(sums), detail::to_device_column(counts), n, as<double>(*out),
+          detail::to_device_column(sums), detail::to_device_column(counts), n,
+          spillway::detail::value_unit(sums.type), as<double>(*out),
           as<unsigned long long>(*valid));
     });
     check_launch();
