@@ -92,8 +92,15 @@ def _final_specs(specs):
 
 
 def _partials(data: Any, keys, specs, br, batch_rows: int) -> Iterator[_spillway.Table]:
-    """Each input batch pre-aggregated."""
+    """Each input batch pre-aggregated, after a check of what was asked of the first one (so
+    that a mean of dates is named as such, not as the sum it is made of)."""
+    checked = False
     for batch in batches(_in_slices(data, batch_rows), br):
+        if not checked:
+            names = batch.column_names
+            _spillway.groupby_check(batch, _key_indices(keys, names),
+                                    [(_key_indices([c], names)[0], op) for c, op in specs], br)
+            checked = True
         if batch.num_rows:
             yield _aggregate(batch, keys, _partial_specs(specs), br)
         del batch

@@ -16,23 +16,34 @@
 
 namespace spillway::python {
 
+namespace {
+
+using AggSpecs = std::vector<std::pair<std::size_t, std::string>>;
+
+std::vector<Aggregation> aggregations_of(const AggSpecs& aggs) {
+  std::vector<Aggregation> a;
+  for (const auto& [column, name] : aggs) {
+    bool found = false;
+    for (AggOp op : {AggOp::count, AggOp::sum, AggOp::min, AggOp::max, AggOp::mean}) {
+      if (name == to_string(op)) {
+        a.push_back({column, op});
+        found = true;
+      }
+    }
+    SPILLWAY_EXPECTS(found,
+                     "groupby: aggregation '" + name + "' (want count, sum, min, max or mean)");
+  }
+  return a;
+}
+
+}  // namespace
+
 void bind_groupby(nb::module_& m) {
   m.def(
       "groupby_table",
-      [](const Table& table, const std::vector<std::size_t>& keys,
-         const std::vector<std::pair<std::size_t, std::string>>& aggs, BufferResource& br) {
-        std::vector<Aggregation> a;
-        for (const auto& [column, name] : aggs) {
-          bool found = false;
-          for (AggOp op : {AggOp::count, AggOp::sum, AggOp::min, AggOp::max, AggOp::mean}) {
-            if (name == to_string(op)) {
-              a.push_back({column, op});
-              found = true;
-            }
-          }
-          SPILLWAY_EXPECTS(
-              found, "groupby: aggregation '" + name + "' (want count, sum, min, max or mean)");
-        }
+      [](const Table& table, const std::vector<std::size_t>& keys, const AggSpecs& aggs,
+         BufferResource& br) {
+        const std::vector<Aggregation> a = aggregations_of(aggs);
         SPILLWAY_EXPECTS(on_host(table), "groupby: the table must be in host memory");
         nb::gil_scoped_release nogil;
         return groupby(table.view(), keys, a, br);
@@ -40,6 +51,16 @@ void bind_groupby(nb::module_& m) {
       nb::arg("table"), nb::arg("keys"), nb::arg("aggregations"), nb::arg("br"),
       nb::keep_alive<0, 4>(),
       "The local group-by of a host table: key column indices, (column index, op) pairs.");
+  m.def(
+      "groupby_check",
+      [](const Table& table, const std::vector<std::size_t>& keys, const AggSpecs& aggs,
+         BufferResource& br) {
+        TableView none = table.view();  // the schema without rows: only the checks run
+        for (ColumnView& c : none.columns) c.size = 0;
+        (void)groupby(none, keys, aggregations_of(aggs), br);
+      },
+      nb::arg("table"), nb::arg("keys"), nb::arg("aggregations"), nb::arg("br"),
+      "Raises what groupby_table would for these keys and aggregations of the table's schema.");
 }
 
 }  // namespace spillway::python

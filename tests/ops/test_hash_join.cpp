@@ -25,13 +25,14 @@ namespace {
 Table side(std::size_t rows, std::uint64_t seed, BufferResource& br) {
   RandomTableOptions o;
   o.rows = rows;
-  o.types = {TypeId::INT64, TypeId::STRING, TypeId::FLOAT64};
+  o.types = {TypeId::INT64, TypeId::STRING, TypeId::FLOAT64, decimal128(22, 4), TypeId::DATE32,
+             TypeId::TIMESTAMP_NANOSECONDS};
   o.key_cardinality = 300;
   o.null_fraction = 0.03;
   o.max_string = 6;
   o.seed = seed;
   Table t = random_table(o, br);
-  return Table(std::move(t).release(), {"k", "s", "v"});
+  return Table(std::move(t).release(), {"k", "s", "v", "d", "day", "ts"});
 }
 
 /// Rank r's part of a side of `rows_per_rank` rows (none for rank `empty_rank`).
@@ -71,7 +72,7 @@ void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_ran
                (input == Input::host_pieces || input == Input::device_pieces ? ", in pieces" : ""));
   test::TempDir dir;
   const std::size_t rows = 3000;
-  const std::vector<std::size_t> keys{0};
+  const std::vector<std::size_t> keys{3};  // the decimal
   // What the join of the whole inputs gives.
   TableChecksum want;
   {

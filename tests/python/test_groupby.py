@@ -40,10 +40,12 @@ SQL = ("SELECT k, s, count(i), CAST(sum(i) AS BIGINT), min(i), max(i), avg(i), s
 
 
 def rows(t):
-    """Sorted row tuples, floats rounded (sums in another order differ in the last bits)."""
+    """Sorted row tuples; floats as pytest.approx (sums in another order, or a decimal's mean
+    divided in another order, differ in the last bits), sorted by the other values."""
     cols = [t.column(c).to_pylist() for c in range(t.num_columns)]
-    out = [tuple(round(v, 6) if isinstance(v, float) else v for v in r) for r in zip(*cols)]
-    return sorted(out, key=lambda r: [(v is not None, v) for v in r])
+    exact = lambda r: [(v is not None, v) for v in r if not isinstance(v, float)]
+    return [tuple(pytest.approx(v, rel=1e-12, abs=1e-12) if isinstance(v, float) else v for v in r)
+            for r in sorted(zip(*cols), key=exact)]
 
 
 def duck(t):
