@@ -55,6 +55,19 @@ inline long long number(int argc, char** argv, int& i, long long min, long long 
   return n;
 }
 
+/// The number after flag argv[i], within [min, max] (`what` says how, for the message).
+inline double real(int argc, char** argv, int& i, double min, double max, const char* what,
+                   Usage usage) {
+  const std::string flag = argv[i];
+  const std::string v = value(argc, argv, i, usage);
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (end == v.c_str() || *end != '\0' || !(x >= min && x <= max)) {
+    usage(flag + " takes " + what + ", got '" + v + "'");
+  }
+  return x;
+}
+
 /// The median of `v` (the upper one of an even count); 0 for none.
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

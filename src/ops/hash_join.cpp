@@ -1,7 +1,10 @@
-// The distributed hash join (hash_join.hpp): two Shufflers, then a local join per partition
-// pair as soon as both sides are in, on the CPU or, for tables in device memory, the GPU.
+// The distributed hash join (hash_join.hpp): the plan (ops/detail/join_plan.hpp), then either
+// two Shufflers and a chunked local join per partition pair as soon as both sides are in, or
+// the right side allgathered and each rank's left rows joined against it; on the CPU or, for
+// tables in device memory, the GPU.
 #include <spillway/ops/hash_join.hpp>
 
+#include <spillway/comm/collectives.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/shuffle/shuffler.hpp>
 #include <spillway/table/gather.hpp>
@@ -10,10 +13,12 @@
 #include <spillway/table/pack.hpp>
 #include <spillway/table/partition.hpp>
 
+#include "ops/detail/join_plan.hpp"
 #include "ops/detail/pieces.hpp"
 
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -22,6 +27,8 @@ namespace spillway::ops {
 
 namespace {
 
+using Out = std::function<void(std::uint32_t, Table&&)>;
+
 /// Checks the keys before any rank has sent anything: an empty join of the schemas (the same
 /// checks as every partition's).
 void check_keys(const Table& left, std::span<const std::size_t> left_keys, const Table& right,
@@ -29,15 +36,23 @@ void check_keys(const Table& left, std::span<const std::size_t> left_keys, const
   (void)join_maps(left.view(), left_keys, right.view(), right_keys, type);
 }
 
-std::uint32_t partitions_of(const Communicator& comm, const HashJoinOptions& options) {
-  return options.partitions != 0 ? options.partitions : static_cast<std::uint32_t>(comm.nranks());
+/// The chunked local join of one pair, each chunk to out(partition, chunk).
+void join_pair(const TableView& l, std::span<const std::size_t> left_keys, const TableView& r,
+               std::span<const std::size_t> right_keys, const JoinPlan& plan, JoinType type,
+               BufferResource& br, std::uint32_t partition, const Out& out) {
+  const auto chunk = [&](Table&& t) { out(partition, std::move(t)); };
+  if (plan.device) {
+    gpu::hash_join(l, left_keys, r, right_keys, type, br, br.stream(), plan.chunk_rows, chunk);
+  } else {
+    spillway::hash_join(l, left_keys, r, right_keys, type, br, plan.chunk_rows, chunk);
+  }
 }
 
 /// Joins each local partition pair of the two shuffles as soon as both of its sides are in.
 void join_partitions(Communicator& comm, BufferResource& br, Shuffler& ls, const Table& lschema,
                      std::span<const std::size_t> left_keys, Shuffler& rs, const Table& rschema,
-                     std::span<const std::size_t> right_keys, JoinType type, bool device,
-                     const std::function<void(std::uint32_t, Table&&)>& out) {
+                     std::span<const std::size_t> right_keys, JoinType type, const JoinPlan& plan,
+                     const Out& out) {
   const std::size_t local = ls.local_partitions().size();
   std::array<Shuffler*, 2> sides{&ls, &rs};
   std::array<std::set<PartID>, 2> arrived;  // handed out by wait, not yet joined
@@ -72,11 +87,9 @@ void join_partitions(Communicator& comm, BufferResource& br, Shuffler& ls, const
     }
     arrived[0].erase(ready);
     arrived[1].erase(ready);
-    const Table l = detail::extract_table(ls, ready, lschema, device, br);
-    const Table r = detail::extract_table(rs, ready, rschema, device, br);
-    out(ready,
-        device ? gpu::hash_join(l.view(), left_keys, r.view(), right_keys, type, br, br.stream())
-               : spillway::hash_join(l.view(), left_keys, r.view(), right_keys, type, br));
+    const Table l = detail::extract_table(ls, ready, lschema, plan.device, br);
+    const Table r = detail::extract_table(rs, ready, rschema, plan.device, br);
+    join_pair(l.view(), left_keys, r.view(), right_keys, plan, type, br, ready, out);
     ++joined;
   }
 }
@@ -106,62 +119,118 @@ void insert_pieces(Shuffler& s, Table first, const TableSource& next, const Tabl
   s.insert_finished();
 }
 
+/// Every rank's `right` (packed here, in its memory), unpacked and concatenated into one
+/// table in the same memory: the broadcast plan's right side.
+Table allgather_table(Communicator& comm, BufferResource& br, const TableView& right, bool device,
+                      OpID op) {
+  const std::vector<std::size_t> whole;  // no splits: one part
+  std::vector<PackedData> mine = device ? gpu::split_and_pack(right, whole, br, br.stream())
+                                        : split_and_pack(right, whole, br);
+  if (device) br.stream().synchronize();
+  const std::vector<std::uint8_t>& meta = mine.front().metadata;
+  auto meta_buf = br.allocate(MemoryType::HOST, meta.size());
+  if (!meta.empty()) std::memcpy(meta_buf->data(), meta.data(), meta.size());
+  auto metas = allgather(comm, op, *meta_buf, br, MemoryType::HOST);
+  auto payloads = allgather(comm, op, *mine.front().payload, br,
+                            device ? MemoryType::DEVICE : MemoryType::HOST);
+  mine.clear();
+  std::vector<PackedData> all(static_cast<std::size_t>(comm.nranks()));
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const auto* m = reinterpret_cast<const std::uint8_t*>(metas[r]->data());
+    all[r].metadata.assign(m, m + metas[r]->size());
+    all[r].payload = std::move(payloads[r]);
+  }
+  metas.clear();
+  return device ? gpu::unpack_and_concat(std::move(all), br, br.stream())
+                : unpack_and_concat(std::move(all), br);
+}
+
+/// The broadcast plan: the whole right side on every rank, this rank's left rows against it.
+void broadcast_join(Communicator& comm, BufferResource& br, const TableView& left,
+                    std::span<const std::size_t> left_keys, const TableView& right,
+                    std::span<const std::size_t> right_keys, const HashJoinOptions& options,
+                    const JoinPlan& plan, const Out& out) {
+  const Table all =
+      allgather_table(comm, br, right, plan.device, static_cast<OpID>(options.op + 2));
+  join_pair(left, left_keys, all.view(), right_keys, plan, options.type, br,
+            static_cast<std::uint32_t>(comm.rank()), out);
+}
+
 }  // namespace
 
-void hash_join(Communicator& comm, BufferResource& br, const TableView& left,
-               std::span<const std::size_t> left_keys, const TableView& right,
-               std::span<const std::size_t> right_keys, const HashJoinOptions& options,
-               const std::function<void(std::uint32_t, Table&&)>& out) {
+JoinPlan hash_join(Communicator& comm, BufferResource& br, const TableView& left,
+                   std::span<const std::size_t> left_keys, const TableView& right,
+                   std::span<const std::size_t> right_keys, const HashJoinOptions& options,
+                   const Out& out) {
   const Table lschema = gather(left, {}, br);
   const Table rschema = gather(right, {}, br);
   check_keys(lschema, left_keys, rschema, right_keys, options.type);
-  const std::uint32_t partitions = partitions_of(comm, options);
-  Shuffler ls(comm, options.op, partitions, br);
-  Shuffler rs(comm, static_cast<OpID>(options.op + 1), partitions, br);
-  ls.insert_finished(detail::partitioned(left, left_keys, partitions, false, br, options.seed));
-  rs.insert_finished(detail::partitioned(right, right_keys, partitions, false, br, options.seed));
-  join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, false,
+  const JoinPlan plan =
+      detail::choose_plan(comm, br, options, lschema, rschema, false,
+                          detail::SideBytes{left.total_bytes(), right.total_bytes()});
+  if (plan.kind == JoinPlan::Kind::broadcast) {
+    broadcast_join(comm, br, left, left_keys, right, right_keys, options, plan, out);
+    return plan;
+  }
+  Shuffler ls(comm, options.op, plan.partitions, br);
+  Shuffler rs(comm, static_cast<OpID>(options.op + 1), plan.partitions, br);
+  ls.insert_finished(
+      detail::partitioned(left, left_keys, plan.partitions, false, br, options.seed));
+  rs.insert_finished(
+      detail::partitioned(right, right_keys, plan.partitions, false, br, options.seed));
+  join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, plan,
                   out);
+  return plan;
 }
 
-void hash_join(Communicator& comm, BufferResource& br, Table&& left,
-               std::span<const std::size_t> left_keys, Table&& right,
-               std::span<const std::size_t> right_keys, const HashJoinOptions& options,
-               const std::function<void(std::uint32_t, Table&&)>& out) {
+JoinPlan hash_join(Communicator& comm, BufferResource& br, Table&& left,
+                   std::span<const std::size_t> left_keys, Table&& right,
+                   std::span<const std::size_t> right_keys, const HashJoinOptions& options,
+                   const Out& out) {
   const bool device = same_memory(left, right);
   if (!device) {
-    hash_join(comm, br, left.view(), left_keys, right.view(), right_keys, options, out);
-    return;
+    return hash_join(comm, br, left.view(), left_keys, right.view(), right_keys, options, out);
   }
   const Table lschema = detail::empty_like(left.view(), true, br);
   const Table rschema = detail::empty_like(right.view(), true, br);
   check_keys(lschema, left_keys, rschema, right_keys, options.type);
-  const std::uint32_t partitions = partitions_of(comm, options);
-  Shuffler ls(comm, options.op, partitions, br);
-  Shuffler rs(comm, static_cast<OpID>(options.op + 1), partitions, br);
+  const JoinPlan plan =
+      detail::choose_plan(comm, br, options, lschema, rschema, true,
+                          detail::SideBytes{left.total_bytes(), right.total_bytes()});
+  if (plan.kind == JoinPlan::Kind::broadcast) {
+    broadcast_join(comm, br, left.view(), left_keys, right.view(), right_keys, options, plan, out);
+    return plan;
+  }
+  Shuffler ls(comm, options.op, plan.partitions, br);
+  Shuffler rs(comm, static_cast<OpID>(options.op + 1), plan.partitions, br);
   ls.insert_finished(std::move(left), left_keys, options.seed);
   rs.insert_finished(std::move(right), right_keys, options.seed);
-  join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, true,
+  join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, plan,
                   out);
+  return plan;
 }
 
-void hash_join(Communicator& comm, BufferResource& br, const TableSource& left,
-               std::span<const std::size_t> left_keys, const TableSource& right,
-               std::span<const std::size_t> right_keys, const HashJoinOptions& options,
-               const std::function<void(std::uint32_t, Table&&)>& out) {
+JoinPlan hash_join(Communicator& comm, BufferResource& br, const TableSource& left,
+                   std::span<const std::size_t> left_keys, const TableSource& right,
+                   std::span<const std::size_t> right_keys, const HashJoinOptions& options,
+                   const Out& out) {
   Table l = detail::first_piece(left, "hash_join's left");
   Table r = detail::first_piece(right, "hash_join's right");
   const bool device = same_memory(l, r);
   const Table lschema = detail::empty_like(l.view(), device, br);
   const Table rschema = detail::empty_like(r.view(), device, br);
   check_keys(lschema, left_keys, rschema, right_keys, options.type);
-  const std::uint32_t partitions = partitions_of(comm, options);
-  Shuffler ls(comm, options.op, partitions, br);
-  Shuffler rs(comm, static_cast<OpID>(options.op + 1), partitions, br);
-  insert_pieces(ls, std::move(l), left, lschema, left_keys, partitions, device, br, options.seed);
-  insert_pieces(rs, std::move(r), right, rschema, right_keys, partitions, device, br, options.seed);
-  join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, device,
+  const JoinPlan plan =
+      detail::choose_plan(comm, br, options, lschema, rschema, device, std::nullopt);
+  Shuffler ls(comm, options.op, plan.partitions, br);
+  Shuffler rs(comm, static_cast<OpID>(options.op + 1), plan.partitions, br);
+  insert_pieces(ls, std::move(l), left, lschema, left_keys, plan.partitions, device, br,
+                options.seed);
+  insert_pieces(rs, std::move(r), right, rschema, right_keys, plan.partitions, device, br,
+                options.seed);
+  join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, plan,
                   out);
+  return plan;
 }
 
 }  // namespace spillway::ops

@@ -12,8 +12,12 @@
 #include "table/detail/key_equality.hpp"
 #include "table/detail/spread_hash.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
+#include <functional>
+#include <limits>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -95,97 +99,255 @@ bool any_null(const TableView& keys, std::size_t row) {
   return false;
 }
 
+bool outputs_pairs(JoinType t) {
+  return t == JoinType::inner || t == JoinType::left || t == JoinType::full;
+}
+
+/// The hash table of the right (build) side and the probes of it by left rows: a count pass
+/// (each left row's output rows, and a full join's matched right rows), then write passes of
+/// the pairs whose output positions lie in a window, each row's at the positions the count
+/// pass's exclusive sums give it.
+class Probe {
+ public:
+  Probe(const TableView& lk, const TableView& rk, JoinType type, std::size_t threads)
+      : lk_{lk}, rk_{rk}, type_{type}, nl_{lk.num_rows()}, nr_{rk.num_rows()}, rh_(nr_) {
+    if (nr_ > 0) hash_rows(rk_, 0, nr_, default_hash_seed, rh_.data());
+    const std::size_t buckets = std::bit_ceil(std::max<std::size_t>(2 * nr_, 16));
+    mask_ = buckets - 1;
+    head_.assign(buckets, -1);
+    next_.assign(nr_, -1);
+    for (std::size_t r = nr_; r-- > 0;) {  // chained in row order
+      if (any_null(rk_, r)) continue;
+      const std::size_t b = detail::spread_hash(rh_[r]) & mask_;
+      next_[r] = head_[b];
+      head_[b] = static_cast<std::int64_t>(r);
+    }
+    threads_ = std::min(detail::resolve_threads(threads), std::max<std::size_t>(1, nl_ / 4096));
+    if (type_ == JoinType::full) matched_.assign(nr_, 0);
+  }
+
+  /// offsets[l] = the first output position of left row l, offsets[nl] = the pairs (left
+  /// rows' outputs; a full join's unmatched right rows come after them). Marks matched rows.
+  void count(std::uint64_t* offsets) {
+    const bool all = outputs_pairs(type_);
+    std::vector<std::uint64_t> sums(threads_, 0);
+    detail::parallel_ranges(nl_, threads_, [&](std::size_t t, std::size_t a, std::size_t b) {
+      std::uint64_t sum = 0;
+      for_each_row(a, b, [&](std::size_t l, std::uint32_t h) {
+        std::uint64_t n = 0;
+        for_each_match(l, h, [&](std::size_t r) {
+          ++n;
+          if (type_ == JoinType::full) {
+            std::atomic_ref<std::uint8_t>(matched_[r]).store(1, std::memory_order_relaxed);
+          }
+          return all;
+        });
+        offsets[l] = output_rows(n);
+        sum += offsets[l];
+      });
+      sums[t] = sum;
+    });
+    // Exclusive sums: each range's base, then the range's own running sum.
+    std::vector<std::uint64_t> base(threads_ + 1, 0);
+    for (std::size_t t = 0; t < threads_; ++t) base[t + 1] = base[t] + sums[t];
+    offsets[nl_] = base[threads_];
+    detail::parallel_ranges(nl_, threads_, [&](std::size_t t, std::size_t a, std::size_t b) {
+      std::uint64_t at = base[t];
+      for (std::size_t l = a; l < b; ++l) {
+        const std::uint64_t n = offsets[l];
+        offsets[l] = at;
+        at += n;
+      }
+    });
+  }
+
+  /// The output rows at positions [p, q) (of the pairs offsets[nl] counts), whose left rows
+  /// are [a, b): left[i] and right[i] for position p + i (right empty for semi and anti).
+  void write(const std::uint64_t* offsets, std::size_t a, std::size_t b, std::uint64_t p,
+             std::uint64_t q, JoinMaps& out) {
+    out.left.assign(q - p, -1);
+    const bool all = outputs_pairs(type_);
+    if (all) out.right.assign(q - p, -1);
+    const std::size_t threads = std::min(threads_, std::max<std::size_t>(1, (b - a) / 4096));
+    detail::parallel_ranges(b - a, threads, [&](std::size_t, std::size_t ra, std::size_t rb) {
+      for_each_row(a + ra, a + rb, [&](std::size_t l, std::uint32_t h) {
+        const std::uint64_t first = offsets[l];
+        if (first >= q || offsets[l + 1] <= p) return;  // a row with no output here
+        std::uint64_t at = first;                       // the position of the next output row of l
+        for_each_match(l, h, [&](std::size_t r) {
+          if (all && at >= p && at < q) {
+            out.left[at - p] = static_cast<std::int64_t>(l);
+            out.right[at - p] = static_cast<std::int64_t>(r);
+          }
+          ++at;
+          return all && at < q;
+        });
+        // One output row that is not a pair: an unmatched row a left or full join keeps (right
+        // -1), or the row itself in a semi or anti join.
+        if (offsets[l + 1] > first && first >= p && (at == first || !all)) {
+          out.left[first - p] = static_cast<std::int64_t>(l);
+        }
+      });
+    });
+  }
+
+  /// A full join's right rows that no left row matched, in their order (after count()).
+  [[nodiscard]] std::vector<std::int64_t> unmatched() const {
+    std::vector<std::int64_t> rows;
+    for (std::size_t r = 0; r < matched_.size(); ++r) {
+      if (matched_[r] == 0) rows.push_back(static_cast<std::int64_t>(r));
+    }
+    return rows;
+  }
+
+  [[nodiscard]] std::size_t left_rows() const noexcept { return nl_; }
+
+ private:
+  /// The output rows of a left row with `matches` matches (semi and anti: 1 at most).
+  [[nodiscard]] std::uint64_t output_rows(std::uint64_t matches) const noexcept {
+    switch (type_) {
+      case JoinType::inner:
+        return matches;
+      case JoinType::left:
+      case JoinType::full:
+        return matches > 0 ? matches : 1;
+      case JoinType::left_semi:
+        return matches > 0 ? 1 : 0;
+      case JoinType::left_anti:
+        return matches > 0 ? 0 : 1;
+    }
+    return 0;
+  }
+
+  /// f(l, hash of l's keys) for the left rows [a, b), hashed a block at a time.
+  template <typename F>
+  void for_each_row(std::size_t a, std::size_t b, const F& f) const {
+    constexpr std::size_t block = 4096;
+    std::vector<std::uint32_t> lh(std::min(block, b - a));
+    for (std::size_t a0 = a; a0 < b; a0 += block) {
+      const std::size_t b0 = std::min(b, a0 + block);
+      hash_rows(lk_, a0, b0, default_hash_seed, lh.data());
+      for (std::size_t l = a0; l < b0; ++l) f(l, lh[l - a0]);
+    }
+  }
+
+  /// f(r) for each right row r whose keys equal left row l's (hash h), in row order, until
+  /// f returns false. A null key matches nothing.
+  template <typename F>
+  void for_each_match(std::size_t l, std::uint32_t h, const F& f) const {
+    if (any_null(lk_, l)) return;
+    for (std::int64_t r = head_[detail::spread_hash(h) & mask_]; r >= 0;
+         r = next_[static_cast<std::size_t>(r)]) {
+      const auto ru = static_cast<std::size_t>(r);
+      if (rh_[ru] != h || !detail::keys_equal(lk_, l, rk_, ru, false)) continue;
+      if (!f(ru)) return;
+    }
+  }
+
+  TableView lk_, rk_;
+  JoinType type_;
+  std::size_t nl_, nr_;
+  std::vector<std::uint32_t> rh_;
+  std::vector<std::int64_t> head_, next_;
+  std::size_t mask_{0};
+  std::size_t threads_{1};
+  std::vector<std::uint8_t> matched_;
+};
+
+/// The output rows of a join in windows of at most `chunk_rows`: window(maps) for each, in
+/// order (the left rows' outputs, then a full join's unmatched right rows), at least once. The
+/// count pass's offsets (8 bytes per left row) come from `br` when given.
+void join_windows(const TableView& left, std::span<const std::size_t> left_keys,
+                  const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
+                  std::size_t threads, BufferResource* br, std::size_t chunk_rows,
+                  const std::function<void(JoinMaps&&)>& window) {
+  SPILLWAY_EXPECTS(chunk_rows > 0, "join: chunks of 0 rows");
+  // (Not a structured binding: the probe's lambdas capture them, which clang 14 refuses.)
+  const std::pair<TableView, TableView> key_views =
+      detail::join_key_views(left, left_keys, right, right_keys);
+  Probe probe(key_views.first, key_views.second, type, threads);
+  const std::size_t nl = probe.left_rows();
+  std::unique_ptr<Buffer> offsets_buf;
+  std::vector<std::uint64_t> offsets_vec;
+  if (br != nullptr) {
+    offsets_buf = br->allocate(MemoryType::HOST, (nl + 1) * sizeof(std::uint64_t));
+  } else {
+    offsets_vec.resize(nl + 1);
+  }
+  auto* offsets =
+      br != nullptr ? reinterpret_cast<std::uint64_t*>(offsets_buf->data()) : offsets_vec.data();
+  probe.count(offsets);
+  const std::uint64_t pairs = offsets[nl];
+  bool any = false;
+  for (std::uint64_t p = 0, q = 0; p < pairs; p = q) {
+    q = pairs - p > chunk_rows ? p + chunk_rows : pairs;
+    // The left rows with output in [p, q): from the last row starting at or before p to the
+    // first row starting at or after q.
+    const std::size_t a =
+        static_cast<std::size_t>(std::upper_bound(offsets, offsets + nl + 1, p) - offsets - 1);
+    const std::size_t b =
+        static_cast<std::size_t>(std::lower_bound(offsets + a, offsets + nl + 1, q) - offsets);
+    JoinMaps maps;
+    probe.write(offsets, a, std::min(b, nl), p, q, maps);
+    window(std::move(maps));
+    any = true;
+  }
+  offsets_buf.reset();
+  offsets_vec = {};
+  if (type == JoinType::full) {
+    const std::vector<std::int64_t> rows = probe.unmatched();
+    for (std::size_t at = 0; at < rows.size(); at += chunk_rows) {
+      const std::size_t n = std::min(chunk_rows, rows.size() - at);
+      JoinMaps maps;
+      maps.left.assign(n, -1);
+      maps.right.assign(rows.begin() + static_cast<std::ptrdiff_t>(at),
+                        rows.begin() + static_cast<std::ptrdiff_t>(at + n));
+      window(std::move(maps));
+      any = true;
+    }
+  }
+  if (!any) window(JoinMaps{});
+}
+
+/// The joined table of one window's maps.
+Table joined(const TableView& left, const TableView& right, JoinType type, const JoinMaps& maps,
+             BufferResource& br) {
+  Table l = gather(left, maps.left, br);
+  if (!outputs_pairs(type)) return l;
+  return detail::joined_table(std::move(l), gather(right, maps.right, br));
+}
+
 }  // namespace
 
 JoinMaps join_maps(const TableView& left, std::span<const std::size_t> left_keys,
                    const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
                    std::size_t threads) {
-  // (Not a structured binding: the probe's lambda captures them, which clang 14 refuses.)
-  const std::pair<TableView, TableView> key_views =
-      detail::join_key_views(left, left_keys, right, right_keys);
-  const TableView& lk = key_views.first;
-  const TableView& rk = key_views.second;
-  const std::size_t nl = left.num_rows();
-  const std::size_t nr = right.num_rows();
-  // The build side: buckets of right rows by hash, chained in row order.
-  std::vector<std::uint32_t> rh(nr);
-  if (nr > 0) hash_rows(rk, 0, nr, default_hash_seed, rh.data());
-  const std::size_t buckets = std::bit_ceil(std::max<std::size_t>(2 * nr, 16));
-  const std::size_t mask = buckets - 1;
-  std::vector<std::int64_t> head(buckets, -1);
-  std::vector<std::int64_t> next(nr, -1);
-  for (std::size_t r = nr; r-- > 0;) {
-    if (any_null(rk, r)) continue;
-    const std::size_t b = detail::spread_hash(rh[r]) & mask;
-    next[r] = head[b];
-    head[b] = static_cast<std::int64_t>(r);
-  }
-  // The probe: ranges of left rows in parallel, each into its own maps.
-  const std::size_t nthreads =
-      std::min(detail::resolve_threads(threads), std::max<std::size_t>(1, nl / 4096));
-  std::vector<JoinMaps> parts(nthreads);
-  std::vector<std::uint8_t> matched(type == JoinType::full ? nr : 0, 0);
-  const bool pairs = type == JoinType::inner || type == JoinType::left || type == JoinType::full;
-  detail::parallel_ranges(nl, nthreads, [&](std::size_t t, std::size_t begin, std::size_t end) {
-    JoinMaps& out = parts[t];
-    out.left.reserve(end - begin);  // (one output row per left row is the common case)
-    if (pairs) out.right.reserve(end - begin);
-    std::vector<std::uint32_t> lh(end - begin);
-    if (end > begin) hash_rows(lk, begin, end, default_hash_seed, lh.data());
-    for (std::size_t l = begin; l < end; ++l) {
-      bool found = false;
-      if (!any_null(lk, l)) {
-        const std::uint32_t h = lh[l - begin];
-        for (std::int64_t r = head[detail::spread_hash(h) & mask]; r >= 0;
-             r = next[static_cast<std::size_t>(r)]) {
-          const auto ru = static_cast<std::size_t>(r);
-          if (rh[ru] != h || !detail::keys_equal(lk, l, rk, ru, false)) continue;
-          found = true;
-          if (!pairs) break;
-          out.left.push_back(static_cast<std::int64_t>(l));
-          out.right.push_back(r);
-          if (type == JoinType::full) {
-            std::atomic_ref<std::uint8_t>(matched[ru]).store(1, std::memory_order_relaxed);
-          }
-        }
-      }
-      const bool keep = type == JoinType::left_semi   ? found
-                        : type == JoinType::left_anti ? !found
-                                                      : !found && type != JoinType::inner;
-      if (keep) {
-        out.left.push_back(static_cast<std::int64_t>(l));
-        if (pairs) out.right.push_back(-1);
-      }
-    }
-  });
-  if (parts.size() == 1 && type != JoinType::full) return std::move(parts[0]);
-  JoinMaps maps;
-  std::size_t total = 0;
-  for (const JoinMaps& p : parts) total += p.left.size();
-  maps.left.reserve(total + (type == JoinType::full ? nr : 0));
-  if (pairs) maps.right.reserve(maps.left.capacity());
-  for (const JoinMaps& p : parts) {
-    maps.left.insert(maps.left.end(), p.left.begin(), p.left.end());
-    maps.right.insert(maps.right.end(), p.right.begin(), p.right.end());
-  }
-  if (type == JoinType::full) {
-    for (std::size_t r = 0; r < nr; ++r) {
-      if (matched[r] == 0) {
-        maps.left.push_back(-1);
-        maps.right.push_back(static_cast<std::int64_t>(r));
-      }
-    }
-  }
-  return maps;
+  JoinMaps all;
+  join_windows(left, left_keys, right, right_keys, type, threads, nullptr,
+               std::numeric_limits<std::size_t>::max(), [&](JoinMaps&& maps) {
+                 if (all.left.empty()) {
+                   all = std::move(maps);
+                   return;
+                 }
+                 all.left.insert(all.left.end(), maps.left.begin(), maps.left.end());
+                 all.right.insert(all.right.end(), maps.right.begin(), maps.right.end());
+               });
+  return all;
+}
+
+void hash_join(const TableView& left, std::span<const std::size_t> left_keys,
+               const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
+               BufferResource& br, std::size_t chunk_rows, const std::function<void(Table&&)>& out,
+               std::size_t threads) {
+  join_windows(left, left_keys, right, right_keys, type, threads, &br, chunk_rows,
+               [&](JoinMaps&& maps) { out(joined(left, right, type, maps, br)); });
 }
 
 Table hash_join(const TableView& left, std::span<const std::size_t> left_keys,
                 const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
                 BufferResource& br, std::size_t threads) {
-  const JoinMaps maps = join_maps(left, left_keys, right, right_keys, type, threads);
-  Table l = gather(left, maps.left, br);
-  if (type == JoinType::left_semi || type == JoinType::left_anti) return l;
-  return detail::joined_table(std::move(l), gather(right, maps.right, br));
+  return joined(left, right, type, join_maps(left, left_keys, right, right_keys, type, threads),
+                br);
 }
 
 }  // namespace spillway

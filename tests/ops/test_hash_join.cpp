@@ -14,9 +14,11 @@
 
 #include "common.hpp"
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 
 using namespace spillway;
 
@@ -25,8 +27,8 @@ namespace {
 Table side(std::size_t rows, std::uint64_t seed, BufferResource& br) {
   RandomTableOptions o;
   o.rows = rows;
-  o.types = {TypeId::INT64, TypeId::STRING, TypeId::FLOAT64, decimal128(22, 4), TypeId::DATE32,
-             TypeId::TIMESTAMP_NANOSECONDS};
+  o.types = {TypeId::INT64,     TypeId::STRING, TypeId::FLOAT64,
+             decimal128(22, 4), TypeId::DATE32, TypeId::TIMESTAMP_NANOSECONDS};
   o.key_cardinality = 300;
   o.null_fraction = 0.03;
   o.max_string = 6;
@@ -65,7 +67,7 @@ ops::TableSource three_pieces(const Table& t, MemoryType to, BufferResource& br)
 }
 
 void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_rank,
-           Input input = Input::views) {
+           Input input = Input::views, std::size_t chunk_bytes = 0) {
   const bool on_gpu = input == Input::device || input == Input::device_pieces;
   SCOPED_TRACE(std::to_string(nranks) + " ranks, " + to_string(type) +
                (on_gpu ? ", on the GPU" : "") +
@@ -98,41 +100,65 @@ void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_ran
   }
   std::mutex m;
   TableChecksum got;
-  std::size_t parts = 0;
+  std::map<std::uint32_t, Rank> owner;  // each partition's rank
+  std::size_t chunks = 0;
+  std::size_t largest = 0;     // rows of the largest chunk
+  std::size_t chunk_rows = 0;  // the plan's bound
   ops::HashJoinOptions o;
   o.type = type;
   o.partitions = 7;
+  o.output_chunk_bytes = chunk_bytes;
   const int rc =
       run_ranks(RankKind::local, nranks, cfg, [&](Communicator& comm, BufferResource& br) {
         Table l = part(comm.rank(), rows, 1, empty_rank, br);
         Table r = part(comm.rank(), rows / 2, 2, empty_rank, br);
-        const auto out = [&](std::uint32_t, Table&& t) {
+        std::set<std::uint32_t> done;  // partitions whose chunks have all come
+        std::optional<std::uint32_t> current;
+        const auto out = [&](std::uint32_t p, Table&& t) {
           EXPECT_EQ(t.column(0).data().mem_type(), on_gpu ? MemoryType::DEVICE : MemoryType::HOST);
           const TableChecksum c =
               on_gpu ? gpu::checksum(t.view(), br, br.stream()) : checksum(t.view());
+          // A partition's chunks come one after another.
+          if (current != p) {
+            if (current) done.insert(*current);
+            EXPECT_EQ(done.count(p), 0u) << "partition " << p << " came back after another";
+            current = p;
+          }
           std::lock_guard lock(m);
           got += c;
-          ++parts;
+          ++chunks;
+          largest = std::max(largest, t.num_rows());
+          const auto [it, fresh] = owner.emplace(p, comm.rank());
+          EXPECT_EQ(it->second, comm.rank()) << "partition " << p << " on two ranks";
         };
+        ops::JoinPlan plan;
         if (input == Input::views) {
-          ops::hash_join(comm, br, l.view(), keys, r.view(), keys, o, out);
-          return 0;
-        }
-        if (input == Input::host_pieces || input == Input::device_pieces) {
+          plan = ops::hash_join(comm, br, l.view(), keys, r.view(), keys, o, out);
+        } else if (input == Input::host_pieces || input == Input::device_pieces) {
           const MemoryType to = on_gpu ? MemoryType::DEVICE : MemoryType::HOST;
-          ops::hash_join(comm, br, three_pieces(l, to, br), keys, three_pieces(r, to, br), keys, o,
-                         out);
-          return 0;
+          plan = ops::hash_join(comm, br, three_pieces(l, to, br), keys, three_pieces(r, to, br),
+                                keys, o, out);
+        } else {
+          if (input == Input::device) {
+            l = copy_table(l, MemoryType::DEVICE, br, br.stream());
+            r = copy_table(r, MemoryType::DEVICE, br, br.stream());
+          }
+          plan = ops::hash_join(comm, br, std::move(l), keys, std::move(r), keys, o, out);
         }
-        if (input == Input::device) {
-          l = copy_table(l, MemoryType::DEVICE, br, br.stream());
-          r = copy_table(r, MemoryType::DEVICE, br, br.stream());
-        }
-        ops::hash_join(comm, br, std::move(l), keys, std::move(r), keys, o, out);
+        EXPECT_EQ(plan.kind, ops::JoinPlan::Kind::shuffle);
+        EXPECT_EQ(plan.partitions, 7u);
+        EXPECT_EQ(plan.device, on_gpu);
+        std::lock_guard lock(m);
+        chunk_rows = plan.chunk_rows;
         return 0;
       });
   EXPECT_EQ(rc, 0);
-  EXPECT_EQ(parts, 7u);  // each partition once, on one rank
+  EXPECT_EQ(owner.size(), 7u);  // each partition on one rank
+  EXPECT_GE(chunks, 7u);
+  EXPECT_LE(largest, chunk_rows);
+  if (chunk_bytes > 0) {
+    EXPECT_GT(chunks, 7u) << "small chunks split no partition";
+  }
   EXPECT_GT(want.rows, 0u);
   EXPECT_EQ(got, want) << "rows " << got.rows << ", want " << want.rows;
 }
@@ -149,6 +175,14 @@ TEST(HashJoin, EveryTypeEqualsTheLocalJoinOfTheWholeInputs) {
 TEST(HashJoin, UnderASmallHostLimitAndWithARankWithoutRows) {
   check(4, JoinType::inner, 3, -1);
   check(3, JoinType::full, 3, 1);
+}
+
+// Output chunks of 16 KiB (a few hundred rows): every partition's join comes in many chunks,
+// none larger than the plan's bound, and together they are the whole join.
+TEST(HashJoin, TheOutputComesInChunksOfBoundedSize) {
+  check(2, JoinType::inner, 0, -1, Input::views, 16 << 10);
+  check(3, JoinType::full, 3, 1, Input::owned, 16 << 10);
+  check(2, JoinType::left, 0, -1, Input::host_pieces, 16 << 10);
 }
 
 TEST(HashJoin, TablesHandedOverOrInPiecesJoinAsViewsDo) {
@@ -170,6 +204,7 @@ TEST(HashJoin, OnTheGpuEveryTypeEqualsTheLocalJoinOfTheWholeInputs) {
   check(2, JoinType::inner, 1, 0, Input::device);  // a 1 MiB device limit, a rank without rows
   check(3, JoinType::left_anti, 0, -1, Input::device_pieces);
   check(2, JoinType::full, 1, -1, Input::device_pieces);
+  check(2, JoinType::left, 0, -1, Input::device, 16 << 10);  // many chunks a partition
 }
 
 TEST(HashJoin, SourcesWithoutPiecesOrWithOtherSchemasAreAnError) {
@@ -220,4 +255,111 @@ TEST(HashJoin, BadKeysAreAnErrorBeforeAnythingIsSent) {
   EXPECT_THROW(
       ops::hash_join(*comm, br, t.view(), k, t.view(), s, {}, [](std::uint32_t, Table&&) {}),
       logic_error);
+}
+
+namespace {
+
+/// The plan hash_join chooses with `o` (partitions left to it) on `nranks` local ranks, each
+/// with its part of a 3000-row left and 1500-row right side, and whether its output equals
+/// the local join of the whole inputs; each rank's chunks are checked to come with the
+/// rank's number as their partition under the broadcast plan.
+ops::JoinPlan plan_and_check(int nranks, const ops::HashJoinOptions& o, bool device = false) {
+  test::TempDir dir;
+  const std::vector<std::size_t> keys{0, 3};
+  TableChecksum want;
+  {
+    BufferResource br(test::host_config(dir.path()));
+    std::vector<Table> ls, rs;
+    std::vector<TableView> lv, rv;
+    for (Rank r = 0; r < nranks; ++r) {
+      ls.push_back(part(r, 3000 / nranks, 1, -1, br));
+      rs.push_back(part(r, 1500 / nranks, 2, -1, br));
+      lv.push_back(ls.back().view());
+      rv.push_back(rs.back().view());
+    }
+    want = checksum(
+        hash_join(concat(lv, br).view(), keys, concat(rv, br).view(), keys, o.type, br).view());
+  }
+  std::mutex m;
+  TableChecksum got;
+  ops::JoinPlan plan;
+  const auto cfg = device ? test::small_config(dir.path()) : test::host_config(dir.path());
+  const int rc =
+      run_ranks(RankKind::local, nranks, cfg, [&](Communicator& comm, BufferResource& br) {
+        const MemoryType to = device ? MemoryType::DEVICE : MemoryType::HOST;
+        Table l = copy_table(part(comm.rank(), 3000 / nranks, 1, -1, br), to, br, br.stream());
+        Table r = copy_table(part(comm.rank(), 1500 / nranks, 2, -1, br), to, br, br.stream());
+        std::optional<Rank> broadcast_partition;
+        const ops::JoinPlan p = ops::hash_join(
+            comm, br, std::move(l), keys, std::move(r), keys, o,
+            [&](std::uint32_t partition, Table&& t) {
+              EXPECT_EQ(t.column(0).data().mem_type(), to);
+              const TableChecksum c =
+                  device ? gpu::checksum(t.view(), br, br.stream()) : checksum(t.view());
+              broadcast_partition = static_cast<Rank>(partition);
+              std::lock_guard lock(m);
+              got += c;
+            });
+        if (p.kind == ops::JoinPlan::Kind::broadcast) {
+          EXPECT_EQ(broadcast_partition, comm.rank()) << "a rank's chunks are its own partition";
+        }
+        EXPECT_EQ(p.device, device);
+        std::lock_guard lock(m);
+        plan = p;
+        return 0;
+      });
+  EXPECT_EQ(rc, 0);
+  EXPECT_GT(want.rows, 0u);
+  EXPECT_EQ(got, want) << "rows " << got.rows << ", want " << want.rows;
+  return plan;
+}
+
+}  // namespace
+
+// A right side under broadcast_bytes is allgathered and each rank joins its own left rows
+// against it; a full join, broadcast_bytes 0 or a larger right side shuffles, into as many
+// partitions as partition_bytes asks for (at least one per rank).
+TEST(HashJoin, ThePlanBroadcastsASmallRightSideAndSizesPartitions) {
+  for (int n : {1, 3}) {
+    for (JoinType t : {JoinType::inner, JoinType::left, JoinType::left_semi, JoinType::left_anti}) {
+      SCOPED_TRACE(std::to_string(n) + " ranks, " + to_string(t));
+      ops::HashJoinOptions o;
+      o.type = t;
+      const ops::JoinPlan p = plan_and_check(n, o);
+      EXPECT_EQ(p.kind, ops::JoinPlan::Kind::broadcast) << to_string(p);
+      EXPECT_TRUE(p.sizes_known);
+      EXPECT_GT(p.right_bytes, 0u);
+      EXPECT_NE(to_string(p).find("broadcast join"), std::string::npos) << to_string(p);
+    }
+  }
+  ops::HashJoinOptions full;
+  full.type = JoinType::full;
+  EXPECT_EQ(plan_and_check(2, full).kind, ops::JoinPlan::Kind::shuffle);
+  ops::HashJoinOptions sized;
+  sized.broadcast_bytes = 0;
+  sized.partition_bytes = 10 << 10;
+  const ops::JoinPlan p = plan_and_check(3, sized);
+  EXPECT_EQ(p.kind, ops::JoinPlan::Kind::shuffle);
+  EXPECT_EQ(p.partitions, (p.right_bytes + (10 << 10) - 1) / (10 << 10)) << to_string(p);
+  EXPECT_GT(p.partitions, 3u);
+  EXPECT_NE(to_string(p).find(std::to_string(p.partitions) + " partitions"), std::string::npos);
+  sized.partition_bytes = 1 << 30;  // one partition would do: one per rank
+  EXPECT_EQ(plan_and_check(3, sized).partitions, 3u);
+}
+
+TEST(HashJoin, OnTheGpuTheBroadcastPlanJoinsInDeviceMemory) {
+  {
+    test::TempDir dir;
+    BufferResource probe(test::small_config(dir.path()));
+    SPILLWAY_SKIP_UNLESS_LIVE(probe, MemoryType::DEVICE);
+  }
+  for (JoinType t : {JoinType::inner, JoinType::left_anti}) {
+    ops::HashJoinOptions o;
+    o.type = t;
+    EXPECT_EQ(plan_and_check(3, o, true).kind, ops::JoinPlan::Kind::broadcast);
+  }
+  ops::HashJoinOptions sized;
+  sized.broadcast_bytes = 0;
+  sized.partition_bytes = 20 << 10;
+  EXPECT_GT(plan_and_check(2, sized, true).partitions, 2u);
 }

@@ -8,6 +8,7 @@
 
 #include "common.hpp"
 #include "join_sides.hpp"
+#include "table_common.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -211,4 +212,62 @@ TEST(Join, EmptySidesAndBadKeysAreHandled) {
   EXPECT_THROW(join_maps(l.view(), far, l.view(), a, JoinType::inner), logic_error);
   const std::vector<std::int64_t> bad{0, 100};
   EXPECT_THROW(gather(l.view(), bad, br), logic_error);
+}
+
+// The join in chunks: every chunk within its bound, and the chunks in order are hash_join's
+// table row for row, for every type, for bounds that split one left row's matches (the INT32
+// key has 37 values: hundreds of matches a row), and for a full join's unmatched right rows.
+TEST(Join, InChunksOfBoundedSizeTheChunksAreTheWholeJoin) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  const Table l = side(3000, 5, br);
+  const Table r = side(700, 6, br);
+  for (const std::vector<std::size_t>& keys : std::vector<std::vector<std::size_t>>{{1}, {0, 4}}) {
+    for (JoinType type : all_types) {
+      const Table whole = hash_join(l.view(), keys, r.view(), keys, type, br, 2);
+      for (std::size_t chunk :
+           {std::size_t{1}, std::size_t{7}, std::size_t{250}, std::size_t{100000}}) {
+        SCOPED_TRACE(std::string(to_string(type)) + ", chunks of " + std::to_string(chunk) +
+                     ", key " + std::to_string(keys[0]));
+        std::vector<Table> chunks;
+        hash_join(
+            l.view(), keys, r.view(), keys, type, br, chunk,
+            [&](Table&& t) {
+              EXPECT_LE(t.num_rows(), chunk);
+              EXPECT_EQ(t.names(), whole.names());
+              chunks.push_back(std::move(t));
+            },
+            2);
+        ASSERT_FALSE(chunks.empty());
+        if (whole.num_rows() == 0) {
+          EXPECT_EQ(chunks.size(), 1u);
+          continue;
+        }
+        // Full chunks, but for the last of the pairs and of a full join's unmatched rows.
+        const std::size_t fewest = (whole.num_rows() + chunk - 1) / chunk;
+        EXPECT_GE(chunks.size(), fewest);
+        EXPECT_LE(chunks.size(), fewest + (type == JoinType::full ? 1 : 0));
+        std::size_t row = 0;
+        for (const Table& c : chunks) {
+          for (std::size_t i = 0; i < c.num_rows(); ++i, ++row) {
+            ASSERT_TRUE(test::rows_equal(c.view(), i, whole.view(), row)) << "row " << row;
+          }
+        }
+        EXPECT_EQ(row, whole.num_rows());
+      }
+    }
+  }
+  // No output rows: one chunk without rows.
+  const Table none = side(0, 7, br);
+  std::size_t calls = 0;
+  hash_join(none.view(), std::vector<std::size_t>{0}, r.view(), std::vector<std::size_t>{0},
+            JoinType::inner, br, 10, [&](Table&& t) {
+              EXPECT_EQ(t.num_rows(), 0u);
+              EXPECT_EQ(t.num_columns(), 2 * l.num_columns());
+              ++calls;
+            });
+  EXPECT_EQ(calls, 1u);
+  EXPECT_THROW(hash_join(l.view(), std::vector<std::size_t>{0}, r.view(),
+                         std::vector<std::size_t>{0}, JoinType::inner, br, 0, [](Table&&) {}),
+               logic_error);
 }

@@ -21,5 +21,11 @@ done <<'FLAGS'
 --frobnicate|unknown option
 -p lots|-p takes a whole number
 --device-limit 64|--device-limit needs --gpu
+--match 0|--match takes a fraction above 0
+--match 1.5|--match takes a fraction above 0
+--zipf -1|--zipf takes an exponent
+--zipf 1.1 --skew 0.1|--zipf and --skew are two key distributions
+--payloads 0|--payloads takes a whole number from 1 to 16
+--chunk 0|--chunk takes a whole number
 FLAGS
 exit $status

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -56,5 +57,16 @@ Table gather(const TableView& table, const std::int32_t* rows, std::size_t n, bo
 Table hash_join(const TableView& left, std::span<const std::size_t> left_keys,
                 const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
                 BufferResource& br, Stream stream);
+
+/// The chunked spillway::hash_join on the GPU: `out` gets DEVICE tables of at most
+/// `chunk_rows` rows (valid on `stream`), in order, at least one; only one chunk's gather maps
+/// and columns are made at a time, after a count pass of 8 bytes per left row. Synchronizes
+/// `stream` once per chunk at most (for string sizes) and a few times in all.
+/// @throws as join_maps (but the output may have 2^31 rows or more), spillway::logic_error for
+///         chunk_rows 0, what `out` throws
+void hash_join(const TableView& left, std::span<const std::size_t> left_keys,
+               const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
+               BufferResource& br, Stream stream, std::size_t chunk_rows,
+               const std::function<void(Table&&)>& out);
 
 }  // namespace spillway::gpu

@@ -10,6 +10,7 @@
 #include <spillway/table/table.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -48,5 +49,15 @@ JoinMaps join_maps(const TableView& left, std::span<const std::size_t> left_keys
 Table hash_join(const TableView& left, std::span<const std::size_t> left_keys,
                 const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
                 BufferResource& br, std::size_t threads = 0);
+/// hash_join's rows in chunks of at most `chunk_rows` rows, so that a join whose output is far
+/// larger than its inputs never holds more than one chunk: `out` is called with each (HOST
+/// tables, hash_join's columns), in hash_join's order, at least once (one chunk without rows
+/// when the join has none). A count pass finds each left row's output rows first (8 bytes per
+/// left row, from `br`), so a chunk may split the matches of one left row.
+/// @throws as hash_join, spillway::logic_error for chunk_rows 0, what `out` throws
+void hash_join(const TableView& left, std::span<const std::size_t> left_keys,
+               const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
+               BufferResource& br, std::size_t chunk_rows, const std::function<void(Table&&)>& out,
+               std::size_t threads = 0);
 
 }  // namespace spillway

@@ -8,10 +8,19 @@
 #include <cstddef>
 #include <cstdint>
 
+// A host-device template that calls a host-only functor on the host is fine; nvcc's check
+// of such calls is turned off for these two, as Thrust does for its algorithms.
+#if defined(__CUDACC__)
+#define SPILLWAY_EXEC_CHECK_DISABLE _Pragma("nv_exec_check_disable")
+#else
+#define SPILLWAY_EXEC_CHECK_DISABLE
+#endif
+
 namespace spillway::detail {
 
 /// f.template operator()<T>() with T the storage type of `t` (BOOL8 as uint8_t, DATE32 as int32_t,
 /// timestamps as int64_t, DECIMAL128 as Int128); `t` must be fixed-width. Usable in device code.
+SPILLWAY_EXEC_CHECK_DISABLE
 template <typename F>
 SPILLWAY_HOST_DEVICE decltype(auto) dispatch_fixed(TypeId t, F&& f) {
   switch (t) {
@@ -51,6 +60,7 @@ SPILLWAY_HOST_DEVICE decltype(auto) dispatch_fixed(TypeId t, F&& f) {
 /// Calls `f.template operator()<U>()` with U the unsigned integer of `width` bytes (1, 2, 4,
 /// 8; Int128 for 16; `width` must be one of those), for code that moves fixed-width values as
 /// raw bits. Usable in device code.
+SPILLWAY_EXEC_CHECK_DISABLE
 template <typename F>
 SPILLWAY_HOST_DEVICE decltype(auto) with_width(std::size_t width, F&& f) {
   switch (width) {

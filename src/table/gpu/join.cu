@@ -16,8 +16,11 @@
 #include <cub/device/device_select.cuh>
 
 #include <bit>
+#include <functional>
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace spillway::gpu {
 
@@ -104,43 +107,80 @@ __device__ std::uint32_t output_rows(JoinType t, std::uint32_t matches) {
   return 0;
 }
 
-__global__ void count_kernel(Probe p, std::uint32_t* counts) {
+/// counts[l] = left row l's output rows; marks the matched right rows of a full join.
+__global__ void count_kernel(Probe p, std::uint32_t* counts, std::uint8_t* matched) {
   const std::size_t l = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (l >= p.left_rows) return;
   std::uint32_t n = 0;
   const bool all = outputs_pairs(p.type);
-  for_each_match(p, l, [&](std::uint32_t) {
+  for_each_match(p, l, [&](std::uint32_t r) {
     ++n;
+    if (matched != nullptr) matched[r] = 1;
     return all;
   });
   counts[l] = output_rows(p.type, n);
 }
 
-/// Writes left row l's output rows at offsets[l]; marks the matched right rows of a full join.
-__global__ void write_kernel(Probe p, const std::uint64_t* offsets, std::int32_t* out_left,
-                             std::int32_t* out_right, std::uint8_t* matched) {
-  const std::size_t l = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  if (l >= p.left_rows) return;
-  const std::uint64_t at = offsets[l];
+/// Writes the output rows of left rows [first_row, end_row) whose positions (offsets[l] on)
+/// lie in the window [p0, q0), at position - p0.
+__global__ void write_kernel(Probe p, const std::uint64_t* offsets, std::size_t first_row,
+                             std::size_t end_row, std::uint64_t p0, std::uint64_t q0,
+                             std::int32_t* out_left, std::int32_t* out_right) {
+  const std::size_t l = first_row + blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (l >= end_row) return;
+  const std::uint64_t first = offsets[l];
+  const std::uint64_t end = offsets[l + 1];
+  if (first >= q0 || end <= p0) return;
   const auto li = static_cast<std::int32_t>(l);
   const bool all = outputs_pairs(p.type);
-  std::uint32_t n = 0;
+  std::uint64_t at = first;
   for_each_match(p, l, [&](std::uint32_t r) {
-    if (all) {
-      out_left[at + n] = li;
-      out_right[at + n] = static_cast<std::int32_t>(r);
-      if (matched != nullptr) matched[r] = 1;
+    if (all && at >= p0) {
+      out_left[at - p0] = li;
+      out_right[at - p0] = static_cast<std::int32_t>(r);
     }
-    ++n;
-    return all;
+    ++at;
+    return all && at < q0;
   });
-  if (n == 0 && (p.type == JoinType::left || p.type == JoinType::full)) {
-    out_left[at] = li;
-    out_right[at] = -1;
-  } else if ((p.type == JoinType::left_semi && n > 0) ||
-             (p.type == JoinType::left_anti && n == 0)) {
-    out_left[at] = li;
+  // One output row that is not a pair: an unmatched row a left or full join keeps, or the
+  // row itself in a semi or anti join.
+  if (end > first && first >= p0 && (at == first || !all)) {
+    out_left[first - p0] = li;
+    if (all) out_right[first - p0] = -1;
   }
+}
+
+/// first[k] = the last left row whose output starts at or before k * chunk, end[k] = the first
+/// whose output starts at or after min((k + 1) * chunk, pairs): window k's rows.
+__global__ void window_rows_kernel(const std::uint64_t* offsets, std::size_t rows,
+                                   std::uint64_t chunk, std::uint64_t pairs, std::size_t windows,
+                                   std::uint64_t* first, std::uint64_t* end) {
+  const std::size_t k = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (k >= windows) return;
+  const std::uint64_t p0 = k * chunk;
+  const std::uint64_t q0 = pairs - p0 > chunk ? p0 + chunk : pairs;
+  std::size_t lo = 0;  // upper_bound(p0) - 1 over offsets[0 .. rows]
+  std::size_t hi = rows + 1;
+  while (hi - lo > 1) {
+    const std::size_t mid = (lo + hi) / 2;
+    if (offsets[mid] <= p0) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  first[k] = lo;
+  std::size_t a = lo;  // lower_bound(q0) over offsets[lo .. rows]
+  std::size_t b = rows;
+  while (a < b) {
+    const std::size_t mid = (a + b) / 2;
+    if (offsets[mid] < q0) {
+      a = mid + 1;
+    } else {
+      b = mid;
+    }
+  }
+  end[k] = a;
 }
 
 /// Whether right row r found no match (a full join's rows of nulls on the left).
@@ -162,103 +202,224 @@ void check_launch() {
 
 }  // namespace
 
+namespace {
+
+/// A join's probe on the GPU: the hash table of the right side, each left row's output rows
+/// and their exclusive sums (the pairs' positions), the matched right rows of a full join;
+/// then the pairs of any window of positions, and a full join's unmatched right rows.
+class DeviceProbe {
+ public:
+  DeviceProbe(const TableView& left, std::span<const std::size_t> left_keys, const TableView& right,
+              std::span<const std::size_t> right_keys, JoinType type, BufferResource& br,
+              Stream stream)
+      : type_{type}, br_{br}, stream_{stream}, nl_{left.num_rows()}, nr_{right.num_rows()} {
+    const auto [lk, rk] = spillway::detail::join_key_views(left, left_keys, right, right_keys);
+    SPILLWAY_EXPECTS(nl_ <= max_rows && nr_ <= max_rows,
+                     "the GPU join takes sides of fewer than 2^31 rows, got " +
+                         std::to_string(nl_) + " left and " + std::to_string(nr_) + " right");
+    SPILLWAY_EXPECTS(cuda::is_available(), "the GPU join needs a GPU");
+    const cudaStream_t s = raw(stream);
+    d_lk_ = key_columns(lk, br, stream);
+    d_rk_ = key_columns(rk, br, stream);
+    const auto nkeys = static_cast<std::uint32_t>(lk.columns.size());
+
+    // Build.
+    const std::size_t capacity = std::bit_ceil(std::max<std::size_t>(2 * nr_, 64));
+    slots_ = br.allocate(MemoryType::DEVICE, capacity * sizeof(unsigned long long), stream);
+    SPILLWAY_CUDA_TRY(cudaMemsetAsync(slots_->data(), 0xFF, slots_->size(), s));
+    probe_ = Probe{Keys{as<const DeviceColumn>(*d_lk_), nkeys},
+                   Keys{as<const DeviceColumn>(*d_rk_), nkeys},
+                   nl_,
+                   as<const unsigned long long>(*slots_),
+                   capacity - 1,
+                   type};
+    if (nr_ > 0) {
+      build_kernel<<<detail::blocks_for(nr_, block_threads), block_threads, 0, s>>>(
+          probe_.right, nr_, as<unsigned long long>(*slots_), capacity - 1);
+      check_launch();
+    }
+
+    // Count (marking a full join's matched rows), then scan.
+    if (type == JoinType::full && nr_ > 0) {
+      matched_ = br.allocate(MemoryType::DEVICE, nr_, stream);
+      SPILLWAY_CUDA_TRY(cudaMemsetAsync(matched_->data(), 0, nr_, s));
+    }
+    auto counts = br.allocate(MemoryType::DEVICE, (nl_ + 1) * sizeof(std::uint32_t), stream);
+    offsets_ = br.allocate(MemoryType::DEVICE, (nl_ + 1) * sizeof(std::uint64_t), stream);
+    SPILLWAY_CUDA_TRY(cudaMemsetAsync(counts->data(), 0, counts->size(), s));
+    if (nl_ > 0) {
+      count_kernel<<<detail::blocks_for(nl_, block_threads), block_threads, 0, s>>>(
+          probe_, as<std::uint32_t>(*counts), matched_ ? as<std::uint8_t>(*matched_) : nullptr);
+      check_launch();
+    }
+    {
+      const auto* in = as<const std::uint32_t>(*counts);
+      auto* out = as<std::uint64_t>(*offsets_);
+      const ::cuda::std::plus<std::uint64_t> sum;
+      std::size_t temp = 0;
+      SPILLWAY_CUDA_TRY(cub::DeviceScan::ExclusiveScan(nullptr, temp, in, out, sum,
+                                                       std::uint64_t{0}, nl_ + 1, s));
+      auto scratch = br.allocate(MemoryType::DEVICE, temp, stream);
+      SPILLWAY_CUDA_TRY(cub::DeviceScan::ExclusiveScan(scratch->data(), temp, in, out, sum,
+                                                       std::uint64_t{0}, nl_ + 1, s));
+    }
+    counts.reset();
+    SPILLWAY_CUDA_TRY(cudaMemcpyAsync(&pairs_, as<std::uint64_t>(*offsets_) + nl_, sizeof(pairs_),
+                                      cudaMemcpyDeviceToHost, s));
+    cuda::stream_synchronize(stream);
+  }
+
+  /// The output rows of the left rows (not a full join's unmatched right rows).
+  [[nodiscard]] std::uint64_t pairs() const noexcept { return pairs_; }
+
+  /// For windows of `chunk` positions over the pairs: each window's first and end left row.
+  [[nodiscard]] std::vector<std::pair<std::size_t, std::size_t>> window_rows(std::uint64_t chunk) {
+    const std::size_t windows =
+        pairs_ == 0 ? 0 : static_cast<std::size_t>((pairs_ - 1) / chunk + 1);
+    std::vector<std::pair<std::size_t, std::size_t>> out;
+    if (windows == 1) return {{0, nl_}};
+    if (windows == 0) return out;
+    auto bounds = br_.allocate(MemoryType::DEVICE, 2 * windows * sizeof(std::uint64_t), stream_);
+    window_rows_kernel<<<detail::blocks_for(windows, block_threads), block_threads, 0,
+                         raw(stream_)>>>(as<const std::uint64_t>(*offsets_), nl_, chunk, pairs_,
+                                         windows, as<std::uint64_t>(*bounds),
+                                         as<std::uint64_t>(*bounds) + windows);
+    check_launch();
+    std::vector<std::uint64_t> host(2 * windows);
+    detail::to_host(host, bounds->data(), stream_);
+    for (std::size_t k = 0; k < windows; ++k) out.emplace_back(host[k], host[windows + k]);
+    return out;
+  }
+
+  /// Writes the pairs at positions [p0, q0) (left rows [a, b)) to `left` and `right` (right
+  /// null for semi and anti joins), at position - p0.
+  void write(std::size_t a, std::size_t b, std::uint64_t p0, std::uint64_t q0, std::int32_t* left,
+             std::int32_t* right) {
+    if (b <= a) return;
+    write_kernel<<<detail::blocks_for(b - a, block_threads), block_threads, 0, raw(stream_)>>>(
+        probe_, as<const std::uint64_t>(*offsets_), a, b, p0, q0, left, right);
+    check_launch();
+  }
+
+  /// A full join's right rows that no left row matched, in their order (int32, DEVICE), and
+  /// their number; none for other joins.
+  std::pair<std::unique_ptr<Buffer>, std::size_t> unmatched() {
+    if (!matched_) return {nullptr, 0};
+    const cudaStream_t s = raw(stream_);
+    auto rows_out = br_.allocate(MemoryType::DEVICE, nr_ * sizeof(std::int32_t), stream_);
+    auto selected = br_.allocate(MemoryType::DEVICE, sizeof(std::int64_t), stream_);
+    const thrust::counting_iterator<std::int32_t> rows(0);
+    const Unmatched pred{as<const std::uint8_t>(*matched_)};
+    auto* out = as<std::int32_t>(*rows_out);
+    std::size_t temp = 0;
+    SPILLWAY_CUDA_TRY(cub::DeviceSelect::If(nullptr, temp, rows, out, as<std::int64_t>(*selected),
+                                            static_cast<std::int64_t>(nr_), pred, s));
+    auto scratch = br_.allocate(MemoryType::DEVICE, temp, stream_);
+    SPILLWAY_CUDA_TRY(cub::DeviceSelect::If(scratch->data(), temp, rows, out,
+                                            as<std::int64_t>(*selected),
+                                            static_cast<std::int64_t>(nr_), pred, s));
+    std::int64_t n = 0;
+    SPILLWAY_CUDA_TRY(cudaMemcpyAsync(&n, selected->data(), sizeof(n), cudaMemcpyDeviceToHost, s));
+    cuda::stream_synchronize(stream_);
+    return {std::move(rows_out), static_cast<std::size_t>(n)};
+  }
+
+  /// Frees the count pass's offsets (once every window is written).
+  void release_offsets() noexcept { offsets_.reset(); }
+
+ private:
+  JoinType type_;
+  BufferResource& br_;
+  Stream stream_;
+  std::size_t nl_, nr_;
+  std::unique_ptr<Buffer> d_lk_, d_rk_, slots_, offsets_, matched_;
+  Probe probe_{};
+  std::uint64_t pairs_{0};
+};
+
+/// `n` -1 values (DEVICE, int32): the null side of a full join's unmatched right rows.
+std::unique_ptr<Buffer> minus_ones(std::size_t n, BufferResource& br, Stream stream) {
+  auto b = br.allocate(MemoryType::DEVICE, std::max<std::size_t>(n, 1) * 4, stream);
+  SPILLWAY_CUDA_TRY(cudaMemsetAsync(b->data(), 0xFF, b->size(), raw(stream)));
+  return b;
+}
+
+}  // namespace
+
 JoinMaps join_maps(const TableView& left, std::span<const std::size_t> left_keys,
                    const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
                    BufferResource& br, Stream stream) {
   SPILLWAY_NVTX_RANGE("gpu join_maps");
-  const auto [lk, rk] = spillway::detail::join_key_views(left, left_keys, right, right_keys);
-  const std::size_t nl = left.num_rows();
-  const std::size_t nr = right.num_rows();
-  SPILLWAY_EXPECTS(nl <= max_rows && nr <= max_rows,
-                   "the GPU join takes sides of fewer than 2^31 rows, got " + std::to_string(nl) +
-                       " left and " + std::to_string(nr) + " right");
-  SPILLWAY_EXPECTS(cuda::is_available(), "the GPU join needs a GPU");
-  const cudaStream_t s = raw(stream);
-  auto d_lk = key_columns(lk, br, stream);
-  auto d_rk = key_columns(rk, br, stream);
-  const auto nkeys = static_cast<std::uint32_t>(lk.columns.size());
-  const Keys lkeys{as<const DeviceColumn>(*d_lk), nkeys};
-  const Keys rkeys{as<const DeviceColumn>(*d_rk), nkeys};
-
-  // Build.
-  const std::size_t capacity = std::bit_ceil(std::max<std::size_t>(2 * nr, 64));
-  auto slots = br.allocate(MemoryType::DEVICE, capacity * sizeof(unsigned long long), stream);
-  SPILLWAY_CUDA_TRY(cudaMemsetAsync(slots->data(), 0xFF, slots->size(), s));
-  if (nr > 0) {
-    build_kernel<<<detail::blocks_for(nr, block_threads), block_threads, 0, s>>>(
-        rkeys, nr, as<unsigned long long>(*slots), capacity - 1);
-    check_launch();
-  }
-
-  // Count, scan, then write.
-  const Probe p{lkeys, rkeys, nl, as<const unsigned long long>(*slots), capacity - 1, type};
-  auto counts = br.allocate(MemoryType::DEVICE, (nl + 1) * sizeof(std::uint32_t), stream);
-  auto offsets = br.allocate(MemoryType::DEVICE, (nl + 1) * sizeof(std::uint64_t), stream);
-  SPILLWAY_CUDA_TRY(cudaMemsetAsync(counts->data(), 0, counts->size(), s));
-  if (nl > 0) {
-    count_kernel<<<detail::blocks_for(nl, block_threads), block_threads, 0, s>>>(
-        p, as<std::uint32_t>(*counts));
-    check_launch();
-  }
-  {
-    const auto* in = as<const std::uint32_t>(*counts);
-    auto* out = as<std::uint64_t>(*offsets);
-    const ::cuda::std::plus<std::uint64_t> sum;
-    std::size_t temp = 0;
-    SPILLWAY_CUDA_TRY(
-        cub::DeviceScan::ExclusiveScan(nullptr, temp, in, out, sum, std::uint64_t{0}, nl + 1, s));
-    auto scratch = br.allocate(MemoryType::DEVICE, temp, stream);
-    SPILLWAY_CUDA_TRY(cub::DeviceScan::ExclusiveScan(scratch->data(), temp, in, out, sum,
-                                                     std::uint64_t{0}, nl + 1, s));
-  }
-  counts.reset();
-  std::uint64_t pairs = 0;
-  SPILLWAY_CUDA_TRY(cudaMemcpyAsync(&pairs, as<std::uint64_t>(*offsets) + nl, sizeof(pairs),
-                                    cudaMemcpyDeviceToHost, s));
-  cuda::stream_synchronize(stream);
-  const std::size_t bound = pairs + (type == JoinType::full ? nr : 0);
+  DeviceProbe probe(left, left_keys, right, right_keys, type, br, stream);
+  const std::uint64_t pairs = probe.pairs();
+  auto [unmatched, u] = probe.unmatched();
+  const std::size_t bound = pairs + u;
   SPILLWAY_EXPECTS(bound <= max_rows, "the GPU join's output has 2^31 rows or more (" +
                                           std::to_string(bound) + "): join smaller partitions");
   JoinMaps maps;
-  maps.size = pairs;
+  maps.size = bound;
   maps.left = br.allocate(MemoryType::DEVICE, std::max<std::size_t>(bound, 1) * 4, stream);
   if (outputs_pairs(type)) {
     maps.right = br.allocate(MemoryType::DEVICE, std::max<std::size_t>(bound, 1) * 4, stream);
   }
-  std::unique_ptr<Buffer> matched;
-  if (type == JoinType::full && nr > 0) {
-    matched = br.allocate(MemoryType::DEVICE, nr, stream);
-    SPILLWAY_CUDA_TRY(cudaMemsetAsync(matched->data(), 0, nr, s));
-  }
-  if (nl > 0) {
-    write_kernel<<<detail::blocks_for(nl, block_threads), block_threads, 0, s>>>(
-        p, as<const std::uint64_t>(*offsets), as<std::int32_t>(*maps.left),
-        maps.right ? as<std::int32_t>(*maps.right) : nullptr,
-        matched ? as<std::uint8_t>(*matched) : nullptr);
-    check_launch();
-  }
-  if (matched) {
-    // The right rows no left row matched, in their order, with nulls on the left.
-    auto* out_right = as<std::int32_t>(*maps.right) + pairs;
-    SPILLWAY_CUDA_TRY(cudaMemsetAsync(as<std::int32_t>(*maps.left) + pairs, 0xFF, nr * 4, s));
-    auto selected = br.allocate(MemoryType::DEVICE, sizeof(std::int64_t), stream);
-    const thrust::counting_iterator<std::int32_t> rows(0);
-    const Unmatched pred{as<const std::uint8_t>(*matched)};
-    std::size_t temp = 0;
-    SPILLWAY_CUDA_TRY(cub::DeviceSelect::If(nullptr, temp, rows, out_right,
-                                            as<std::int64_t>(*selected),
-                                            static_cast<std::int64_t>(nr), pred, s));
-    auto scratch = br.allocate(MemoryType::DEVICE, temp, stream);
-    SPILLWAY_CUDA_TRY(cub::DeviceSelect::If(scratch->data(), temp, rows, out_right,
-                                            as<std::int64_t>(*selected),
-                                            static_cast<std::int64_t>(nr), pred, s));
-    std::int64_t unmatched = 0;
-    SPILLWAY_CUDA_TRY(cudaMemcpyAsync(&unmatched, selected->data(), sizeof(unmatched),
-                                      cudaMemcpyDeviceToHost, s));
-    cuda::stream_synchronize(stream);
-    maps.size += static_cast<std::size_t>(unmatched);
+  probe.write(0, left.num_rows(), 0, pairs, as<std::int32_t>(*maps.left),
+              maps.right ? as<std::int32_t>(*maps.right) : nullptr);
+  if (u > 0) {  // the unmatched right rows, in their order, with nulls on the left
+    const cudaStream_t s = raw(stream);
+    SPILLWAY_CUDA_TRY(cudaMemsetAsync(as<std::int32_t>(*maps.left) + pairs, 0xFF, u * 4, s));
+    SPILLWAY_CUDA_TRY(cudaMemcpyAsync(as<std::int32_t>(*maps.right) + pairs, unmatched->data(),
+                                      u * 4, cudaMemcpyDeviceToDevice, s));
   }
   return maps;
+}
+
+void hash_join(const TableView& left, std::span<const std::size_t> left_keys,
+               const TableView& right, std::span<const std::size_t> right_keys, JoinType type,
+               BufferResource& br, Stream stream, std::size_t chunk_rows,
+               const std::function<void(Table&&)>& out) {
+  SPILLWAY_NVTX_RANGE("gpu hash_join");
+  SPILLWAY_EXPECTS(chunk_rows > 0, "join: chunks of 0 rows");
+  const std::uint64_t chunk = std::min<std::uint64_t>(chunk_rows, max_rows);
+  DeviceProbe probe(left, left_keys, right, right_keys, type, br, stream);
+  const bool pairs_out = outputs_pairs(type);
+  // (Every chunk's columns have masks where the whole join's would.)
+  const bool left_nulls = type == JoinType::full;
+  const bool right_nulls = type == JoinType::left || type == JoinType::full;
+  const auto joined = [&](const std::int32_t* l, const std::int32_t* r, std::size_t n) {
+    Table lt = gather(left, l, n, left_nulls, br, stream);
+    if (!pairs_out) return lt;
+    return spillway::detail::joined_table(std::move(lt),
+                                          gather(right, r, n, right_nulls, br, stream));
+  };
+  bool any = false;
+  const std::uint64_t pairs = probe.pairs();
+  std::uint64_t p0 = 0;
+  for (const auto& [a, b] : probe.window_rows(chunk)) {
+    const std::uint64_t q0 = pairs - p0 > chunk ? p0 + chunk : pairs;
+    const std::size_t n = q0 - p0;
+    auto l = br.allocate(MemoryType::DEVICE, n * 4, stream);
+    auto r = pairs_out ? br.allocate(MemoryType::DEVICE, n * 4, stream) : nullptr;
+    probe.write(a, b, p0, q0, as<std::int32_t>(*l), r ? as<std::int32_t>(*r) : nullptr);
+    Table t = joined(as<const std::int32_t>(*l), r ? as<const std::int32_t>(*r) : nullptr, n);
+    l.reset();
+    r.reset();
+    out(std::move(t));
+    any = true;
+    p0 = q0;
+  }
+  probe.release_offsets();
+  auto [unmatched, u] = probe.unmatched();
+  if (u > 0) {
+    auto nulls = minus_ones(std::min<std::size_t>(chunk, u), br, stream);
+    for (std::size_t at = 0; at < u; at += chunk) {
+      const std::size_t n = std::min<std::size_t>(chunk, u - at);
+      out(joined(as<const std::int32_t>(*nulls), as<const std::int32_t>(*unmatched) + at, n));
+      any = true;
+    }
+  }
+  if (!any) {
+    out(joined(nullptr, nullptr, 0));
+  }
 }
 
 Table hash_join(const TableView& left, std::span<const std::size_t> left_keys,

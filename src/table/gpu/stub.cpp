@@ -82,6 +82,11 @@ Table hash_join(const TableView&, std::span<const std::size_t>, const TableView&
                 std::span<const std::size_t>, JoinType, BufferResource&, Stream) {
   no_cuda("hash_join");
 }
+void hash_join(const TableView&, std::span<const std::size_t>, const TableView&,
+               std::span<const std::size_t>, JoinType, BufferResource&, Stream, std::size_t,
+               const std::function<void(Table&&)>&) {
+  no_cuda("hash_join");
+}
 
 Table groupby(const TableView&, std::span<const std::size_t>, std::span<const Aggregation>,
               BufferResource&, Stream) {
