@@ -110,7 +110,7 @@ class LocalRequest final : public Request {
     return false;
   }
 
-  void cancel() noexcept override {
+  bool cancel() noexcept override {
     {
       std::lock_guard lock(hub_->mutex);
       if (state.load() == queued) {
@@ -119,7 +119,7 @@ class LocalRequest final : public Request {
         } else {
           hub_->posted[static_cast<std::size_t>(self)].erase(peer, tag, this);
         }
-        return;
+        return true;
       }
     }
     while (state.load() == matched) std::this_thread::yield();  // the copy is being issued
@@ -129,6 +129,7 @@ class LocalRequest final : public Request {
       } catch (...) {  // nothing better to do in a destructor path
       }
     }
+    return true;
   }
 
   static constexpr int queued = 0, matched = 1, copying = 2, done = 3, failed = 4;

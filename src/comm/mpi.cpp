@@ -64,11 +64,13 @@ class MpiCommunicator final : public Communicator {
     } else if (buffer->mem_type() == MemoryType::DEVICE) {
       buffer->wait();  // then the bounce copies wait for its stream on the GPU
     }
+    st_->cancel_wait_ms = timeout().count();
     auto req = start(true, dst, tag, *buffer, st_);
     return std::make_unique<Future>(std::move(req), std::move(buffer));
   }
 
   std::unique_ptr<Future> do_recv(Rank src, Tag tag, std::unique_ptr<Buffer> buffer) override {
+    st_->cancel_wait_ms = timeout().count();
     auto req = start(false, src, tag, *buffer, st_);
     return std::make_unique<Future>(std::move(req), std::move(buffer));
   }

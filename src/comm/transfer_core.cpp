@@ -43,14 +43,15 @@ void copy_now(Buffer& dst, const Buffer& src) {
 bool TransferRecv::progress() {
   return core_->progress(*this);
 }
-void TransferRecv::cancel() noexcept {
+bool TransferRecv::cancel() noexcept {
   core_->cancel(*this);
+  return true;
 }
 bool TransferSend::progress() {
   return core_->progress(*this);
 }
-void TransferSend::cancel() noexcept {
-  core_->cancel(*this, 60s);
+bool TransferSend::cancel() noexcept {
+  return core_->cancel(*this, 60s);
 }
 
 TransferCore::TransferCore(BufferResource& br, Rank me, int nranks, std::string prefix,
@@ -248,15 +249,19 @@ bool TransferCore::progress(TransferSend& s) {
   return s.state == TransferSend::State::done;
 }
 
-void TransferCore::cancel(TransferSend& s, std::chrono::milliseconds timeout) noexcept {
+bool TransferCore::cancel(TransferSend& s, std::chrono::milliseconds timeout) noexcept {
   std::lock_guard lock(mutex_);
+  bool settled = true;
   if (s.state == TransferSend::State::queued) {
     unqueue_send(s);
   } else if (s.state == TransferSend::State::writing) {
-    (void)s.ticket.wait(timeout);  // the engine reads the bytes until then
+    // The engine reads the bytes until the write ends (a dead peer's ends as peer gone).
+    const tx::Status st = s.ticket.wait(timeout);
+    settled = st != tx::Status::timed_out && st != tx::Status::in_progress;
   }
   release(s.landing);
   s.state = TransferSend::State::failed;
+  return settled;
 }
 
 void TransferCore::cancel(TransferRecv& r) noexcept {

@@ -73,17 +73,21 @@ void join_partitions(Communicator& comm, BufferResource& br, Shuffler& ls, const
       bool progressed = false;
       for (std::size_t i = 0; i < 2; ++i) {
         if (handed[i] == local) continue;
-        const bool late = std::chrono::steady_clock::now() > deadline;
-        // Past the timeout, wait_any says what is missing (a comm_error).
-        const auto got = late ? std::optional(sides[i]->wait_any(std::chrono::milliseconds(1)))
-                              : sides[i]->try_wait_any(std::chrono::milliseconds(1));
-        if (got) {
+        if (const auto got = sides[i]->try_wait_any(std::chrono::milliseconds(1))) {
           arrived[i].insert(*got);
           ++handed[i];
           progressed = true;
         }
       }
-      if (progressed) deadline = std::chrono::steady_clock::now() + comm.timeout();
+      if (progressed) {
+        deadline = std::chrono::steady_clock::now() + comm.timeout();
+      } else if (std::chrono::steady_clock::now() > deadline) {
+        SPILLWAY_FAIL(comm.logger().prefix() +
+                          "hash_join: no partition of either side arrived in " +
+                          std::to_string(comm.timeout().count()) + " ms; left side " + ls.status() +
+                          "; right side " + rs.status(),
+                      comm_error);
+      }
     }
     arrived[0].erase(ready);
     arrived[1].erase(ready);

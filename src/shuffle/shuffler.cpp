@@ -336,14 +336,18 @@ std::optional<PartID> Shuffler::try_wait_any(std::chrono::milliseconds timeout) 
 
 PartID Shuffler::wait_any(std::chrono::milliseconds timeout) {
   if (const auto pid = try_wait_any(timeout)) return *pid;
-  Impl& s = *impl_;
-  std::lock_guard lock(s.mutex);
-  SPILLWAY_FAIL(s.comm.logger().prefix() + "shuffle op " + std::to_string(s.op) +
-                    ": no partition completed within " + std::to_string(timeout.count()) + " ms (" +
-                    std::to_string(s.finishes) + " of " + std::to_string(s.n) +
-                    " ranks finished inserting; " + std::to_string(s.outgoing.size()) +
-                    " chunks still to send)" + s.missing(),
+  SPILLWAY_FAIL(impl_->comm.logger().prefix() + "shuffle op " + std::to_string(impl_->op) +
+                    ": no partition completed within " + std::to_string(timeout.count()) + " ms " +
+                    status(),
                 comm_error);
+}
+
+std::string Shuffler::status() const {
+  const Impl& s = *impl_;
+  std::lock_guard lock(s.mutex);
+  return "(" + std::to_string(s.finishes) + " of " + std::to_string(s.n) +
+         " ranks finished inserting; " + std::to_string(s.outgoing.size()) +
+         " chunks still to send)" + s.missing();
 }
 
 std::vector<PackedData> Shuffler::extract(PartID pid) {

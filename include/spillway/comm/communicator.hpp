@@ -36,9 +36,12 @@ class Request {
   /// Advances the transfer; true once it has completed (the buffer may then be reused).
   /// @throws spillway::comm_error when it failed (the peer is gone, sizes disagree, ...)
   virtual bool progress() = 0;
-  /// Called when a future is dropped before completing: the transfer must stop touching the
-  /// buffer before this returns.
-  virtual void cancel() noexcept {}
+  /// Called when a future is dropped before completing: the transfer stops touching the
+  /// buffer before this returns, and says so (true); or, when the transport cannot stop it
+  /// within the communicator's timeout (an MPI send to a dead peer), it lets the transfer go
+  /// and says false: the transport may still read or write the buffer, which must then never
+  /// be freed.
+  virtual bool cancel() noexcept { return true; }
   /// "send of 4096 bytes to rank 1 (op 3 stage 1)"
   [[nodiscard]] std::string describe() const;
 
@@ -57,7 +60,12 @@ class Future {
   Future(std::shared_ptr<detail::Request> request, std::unique_ptr<Buffer> buffer)
       : request_{std::move(request)}, buffer_{std::move(buffer)} {}
   ~Future() {
-    if (!done_ && request_) request_->cancel();
+    if (!done_ && request_ && !request_->cancel()) {
+      // The transport may still use the buffer (and the request its own): both are let go of,
+      // never freed. Only a transfer with a dead peer comes here, on the way to an error.
+      (void)new std::shared_ptr<detail::Request>(std::move(request_));
+      (void)buffer_.release();
+    }
   }
   Future(const Future&) = delete;
   Future& operator=(const Future&) = delete;

@@ -35,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -93,6 +94,9 @@ class Shuffler {
   /// wait_any, but nullopt when no partition completed within `timeout` (for a caller that
   /// waits in slices, to answer a signal in between). Errors throw as for wait_any.
   std::optional<PartID> try_wait_any(std::chrono::milliseconds timeout);
+  /// Where the shuffle stands, for an error message: how many ranks finished inserting, the
+  /// chunks still to send, and the incomplete local partitions with their chunks so far.
+  [[nodiscard]] std::string status() const;
   /// Hands over a complete partition's chunks (in no particular order).
   /// @throws spillway::logic_error when it is not local, not complete or already extracted
   std::vector<PackedData> extract(PartID pid);

@@ -19,12 +19,15 @@
 #include <cstring>
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <deque>
 #include <exception>
 #include <list>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace spillway::detail {
@@ -62,6 +65,11 @@ struct MpiState {
   /// Per key, the transfers (in start order) that have messages left to post; only the first
   /// may post. Under progress_mutex.
   std::map<PostKey, std::deque<const MpiRequest*>> posting;
+  /// How long a dropped transfer's MPI requests may take to settle after MPI_Cancel (the
+  /// communicator's timeout), and the peers one of them did not settle with: a dead peer,
+  /// whose other transfers are let go of at once. Under progress_mutex.
+  std::atomic<std::int64_t> cancel_wait_ms{300000};
+  std::set<Rank> unsettled;
 
   [[nodiscard]] std::unique_lock<std::mutex> lock() {
     return serialize ? std::unique_lock(mutex) : std::unique_lock<std::mutex>();
@@ -115,7 +123,7 @@ class MpiRequest final : public detail::Request {
     }
   }
 
-  ~MpiRequest() override { cancel(); }
+  ~MpiRequest() override { (void)cancel(); }
 
   /// Whether the communicator must step it (see MpiState::stepped).
   [[nodiscard]] bool stepped() const noexcept { return stepped_; }
@@ -179,15 +187,36 @@ class MpiRequest final : public detail::Request {
     }
   }
 
-  void cancel() noexcept override {
+  bool cancel() noexcept override {
     std::lock_guard progress(st_->progress_mutex);
     leave_queue();
-    if (done()) return;
+    if (done()) return true;
     auto g = st_->lock();
-    auto drop = [](MPI_Request& r) {
+    // MPI_Cancel, then the request must complete before its bytes may go: a receive not yet
+    // matched completes at once, a send once MPI is done with it, which may be never when the
+    // peer is dead (OpenMPI cannot cancel a send). So: up to the communicator's timeout for the
+    // first such request of a peer, none for its next ones; a request that does not settle is
+    // freed to MPI, and this transfer (with its buffer) must outlive it.
+    bool settled = true;
+    auto drop = [&](MPI_Request& r) {
       if (r == MPI_REQUEST_NULL) return;
       MPI_Cancel(&r);
-      MPI_Wait(&r, MPI_STATUS_IGNORE);
+      const auto wait = st_->unsettled.count(peer) != 0
+                            ? std::chrono::milliseconds(0)
+                            : std::chrono::milliseconds(st_->cancel_wait_ms.load());
+      const auto deadline = std::chrono::steady_clock::now() + wait;
+      for (;;) {
+        int flag = 0;
+        MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+        if (flag != 0) return;
+        if (std::chrono::steady_clock::now() >= deadline) break;
+        if (g.owns_lock()) g.unlock();  // other threads may need MPI meanwhile
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        g = st_->lock();
+      }
+      MPI_Request_free(&r);
+      settled = false;
+      st_->unsettled.insert(peer);
     };
     auto settle = [](const Event& e) {
       try {
@@ -211,6 +240,7 @@ class MpiRequest final : public detail::Request {
     }
     lanes_.clear();
     finished_ = total_;
+    return settled;
   }
 
  private:

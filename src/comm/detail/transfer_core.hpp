@@ -71,7 +71,7 @@ class TransferRecv final : public Request {
   TransferRecv(std::shared_ptr<TransferCore> core, Buffer* buffer, Rank src, Tag tag)
       : Request(false, src, tag, buffer->size()), buffer{buffer}, core_{std::move(core)} {}
   bool progress() override;
-  void cancel() noexcept override;
+  bool cancel() noexcept override;
 
   /// copying: the bytes are in the landing and on their way into the buffer (`copied`).
   enum class State : std::uint8_t { offered, copying, done, failed };
@@ -96,7 +96,7 @@ class TransferSend final : public Request {
   TransferSend(std::shared_ptr<TransferCore> core, Buffer* buffer, Rank dst, Tag tag)
       : Request(true, dst, tag, buffer->size()), buffer{buffer}, core_{std::move(core)} {}
   bool progress() override;
-  void cancel() noexcept override;
+  bool cancel() noexcept override;
 
   enum class State : std::uint8_t { queued, writing, done, failed };
   State state{State::queued};
@@ -138,7 +138,8 @@ class TransferCore : public std::enable_shared_from_this<TransferCore> {
   std::shared_ptr<TransferRecv> post_recv(Buffer* buffer, Rank src, Tag tag);
   bool progress(TransferRecv& r);
   bool progress(TransferSend& s);
-  void cancel(TransferSend& s, std::chrono::milliseconds timeout) noexcept;
+  /// @returns whether the engine is done with the send's bytes (see Request::cancel)
+  bool cancel(TransferSend& s, std::chrono::milliseconds timeout) noexcept;
   void cancel(TransferRecv& r) noexcept;
   void send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag);
   std::optional<Message> recv_any(Tag tag);

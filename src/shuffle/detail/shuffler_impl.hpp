@@ -211,7 +211,7 @@ struct Shuffler::Impl {
     std::vector<std::uint8_t> metadata;
     SpillableStore::Key key;
   };
-  std::mutex mutex;
+  mutable std::mutex mutex;
   std::condition_variable cv;
   std::deque<Outgoing> outgoing;
   std::map<PartID, std::vector<Incoming>> incoming;
