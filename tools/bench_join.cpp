@@ -195,6 +195,7 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
   jo.partitions = o.partitions;
   if (o.broadcast_mib >= 0) jo.broadcast_bytes = static_cast<std::size_t>(o.broadcast_mib) * MiB;
   jo.output_chunk_bytes = static_cast<std::size_t>(o.chunk_mib) * MiB;
+  jo.right_bytes = total_build * rows.row_bytes();  // (what a plan of pieces cannot measure)
   std::vector<double> times;
   bool valid = true;
   for (int run = 0; run < o.warmups + o.runs; ++run) {

@@ -91,9 +91,10 @@ JoinPlan choose_plan(Communicator& comm, const BufferResource& br, const HashJoi
     plan.kind = JoinPlan::Kind::broadcast;
     return plan;
   }
+  if (!plan.sizes_known && options.right_bytes != 0) plan.right_bytes = options.right_bytes;
   if (options.partitions != 0) {
     plan.partitions = options.partitions;
-  } else if (!plan.sizes_known) {
+  } else if (!plan.sizes_known && plan.right_bytes == 0) {  // a source of unknown size
     plan.partitions = static_cast<std::uint32_t>(16 * nranks);
   } else {
     const std::size_t budget = capped(

@@ -18,6 +18,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -124,6 +125,55 @@ class Probe {
     }
     threads_ = std::min(detail::resolve_threads(threads), std::max<std::size_t>(1, nl_ / 4096));
     if (type_ == JoinType::full) matched_.assign(nr_, 0);
+  }
+
+  /// The left rows' output rows in one pass, when they are at most `chunk_rows`: each range
+  /// of left rows makes its own maps, in order, until it has more than its share of
+  /// chunk_rows; nullopt when one did (the output is larger: count() and write() take it in
+  /// windows). Marks a full join's matched rows either way.
+  std::optional<JoinMaps> in_one_pass(std::size_t chunk_rows) {
+    const bool all = outputs_pairs(type_);
+    const std::size_t share = std::max<std::size_t>(1, chunk_rows / threads_);
+    std::vector<JoinMaps> parts(threads_);
+    std::atomic<bool> over{false};
+    detail::parallel_ranges(nl_, threads_, [&](std::size_t t, std::size_t a, std::size_t b) {
+      JoinMaps& out = parts[t];
+      const std::size_t guess = std::min(b - a, share);  // one row each is the common case
+      out.left.reserve(guess);
+      if (all) out.right.reserve(guess);
+      for_each_row(a, b, [&](std::size_t l, std::uint32_t h) {
+        if (over.load(std::memory_order_relaxed)) return;
+        std::uint64_t n = 0;
+        for_each_match(l, h, [&](std::size_t r) {
+          ++n;
+          if (type_ == JoinType::full) {
+            std::atomic_ref<std::uint8_t>(matched_[r]).store(1, std::memory_order_relaxed);
+          }
+          if (all) {
+            out.left.push_back(static_cast<std::int64_t>(l));
+            out.right.push_back(static_cast<std::int64_t>(r));
+          }
+          return all;
+        });
+        if (output_rows(n) == 1 && (n == 0 || !all)) {  // a row that is not a pair
+          out.left.push_back(static_cast<std::int64_t>(l));
+          if (all) out.right.push_back(-1);
+        }
+        if (out.left.size() > share) over.store(true, std::memory_order_relaxed);
+      });
+    });
+    std::size_t total = 0;
+    for (const JoinMaps& p : parts) total += p.left.size();
+    if (over.load() || total > chunk_rows) return std::nullopt;
+    if (parts.size() == 1) return std::move(parts[0]);
+    JoinMaps maps;
+    maps.left.reserve(total);
+    if (all) maps.right.reserve(total);
+    for (const JoinMaps& p : parts) {
+      maps.left.insert(maps.left.end(), p.left.begin(), p.left.end());
+      maps.right.insert(maps.right.end(), p.right.begin(), p.right.end());
+    }
+    return maps;
   }
 
   /// offsets[l] = the first output position of left row l, offsets[nl] = the pairs (left
@@ -266,34 +316,41 @@ void join_windows(const TableView& left, std::span<const std::size_t> left_keys,
   const std::pair<TableView, TableView> key_views =
       detail::join_key_views(left, left_keys, right, right_keys);
   Probe probe(key_views.first, key_views.second, type, threads);
-  const std::size_t nl = probe.left_rows();
-  std::unique_ptr<Buffer> offsets_buf;
-  std::vector<std::uint64_t> offsets_vec;
-  if (br != nullptr) {
-    offsets_buf = br->allocate(MemoryType::HOST, (nl + 1) * sizeof(std::uint64_t));
-  } else {
-    offsets_vec.resize(nl + 1);
-  }
-  auto* offsets =
-      br != nullptr ? reinterpret_cast<std::uint64_t*>(offsets_buf->data()) : offsets_vec.data();
-  probe.count(offsets);
-  const std::uint64_t pairs = offsets[nl];
   bool any = false;
-  for (std::uint64_t p = 0, q = 0; p < pairs; p = q) {
-    q = pairs - p > chunk_rows ? p + chunk_rows : pairs;
-    // The left rows with output in [p, q): from the last row starting at or before p to the
-    // first row starting at or after q.
-    const std::size_t a =
-        static_cast<std::size_t>(std::upper_bound(offsets, offsets + nl + 1, p) - offsets - 1);
-    const std::size_t b =
-        static_cast<std::size_t>(std::lower_bound(offsets + a, offsets + nl + 1, q) - offsets);
-    JoinMaps maps;
-    probe.write(offsets, a, std::min(b, nl), p, q, maps);
-    window(std::move(maps));
-    any = true;
+  if (std::optional<JoinMaps> maps = probe.in_one_pass(chunk_rows)) {  // the common case
+    if (!maps->left.empty()) {
+      window(std::move(*maps));
+      any = true;
+    }
+  } else {
+    // More output than a chunk: each left row's output rows counted first, then written a
+    // window of positions at a time.
+    const std::size_t nl = probe.left_rows();
+    std::unique_ptr<Buffer> offsets_buf;
+    std::vector<std::uint64_t> offsets_vec;
+    if (br != nullptr) {
+      offsets_buf = br->allocate(MemoryType::HOST, (nl + 1) * sizeof(std::uint64_t));
+    } else {
+      offsets_vec.resize(nl + 1);
+    }
+    auto* offsets =
+        br != nullptr ? reinterpret_cast<std::uint64_t*>(offsets_buf->data()) : offsets_vec.data();
+    probe.count(offsets);
+    const std::uint64_t pairs = offsets[nl];
+    for (std::uint64_t p = 0, q = 0; p < pairs; p = q) {
+      q = pairs - p > chunk_rows ? p + chunk_rows : pairs;
+      // The left rows with output in [p, q): from the last row starting at or before p to
+      // the first row starting at or after q.
+      const auto a =
+          static_cast<std::size_t>(std::upper_bound(offsets, offsets + nl + 1, p) - offsets - 1);
+      const auto b =
+          static_cast<std::size_t>(std::lower_bound(offsets + a, offsets + nl + 1, q) - offsets);
+      JoinMaps maps;
+      probe.write(offsets, a, std::min(b, nl), p, q, maps);
+      window(std::move(maps));
+      any = true;
+    }
   }
-  offsets_buf.reset();
-  offsets_vec = {};
   if (type == JoinType::full) {
     const std::vector<std::int64_t> rows = probe.unmatched();
     for (std::size_t at = 0; at < rows.size(); at += chunk_rows) {

@@ -207,6 +207,27 @@ TEST(HashJoin, OnTheGpuEveryTypeEqualsTheLocalJoinOfTheWholeInputs) {
   check(2, JoinType::left, 0, -1, Input::device, 16 << 10);  // many chunks a partition
 }
 
+// Sources cannot be measured ahead: 16 partitions a rank, or as many as the right side's
+// size the caller gives asks for.
+TEST(HashJoin, ThePlanOfSourcesTakesTheRightSidesSizeWhenGiven) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  auto comm = make_single_communicator();
+  const std::vector<std::size_t> k{0};
+  const Table t = side(300, 1, br);
+  const auto ignore = [](std::uint32_t, Table&&) {};
+  ops::HashJoinOptions o;
+  ops::JoinPlan p = ops::hash_join(*comm, br, three_pieces(t, MemoryType::HOST, br), k,
+                                   three_pieces(t, MemoryType::HOST, br), k, o, ignore);
+  EXPECT_EQ(p.partitions, 16u);
+  EXPECT_FALSE(p.sizes_known);
+  o.right_bytes = 100 << 10;
+  o.partition_bytes = 10 << 10;
+  p = ops::hash_join(*comm, br, three_pieces(t, MemoryType::HOST, br), k,
+                     three_pieces(t, MemoryType::HOST, br), k, o, ignore);
+  EXPECT_EQ(p.partitions, 10u) << to_string(p);
+}
+
 TEST(HashJoin, SourcesWithoutPiecesOrWithOtherSchemasAreAnError) {
   test::TempDir dir;
   BufferResource br(test::host_config(dir.path()));

@@ -75,13 +75,25 @@ class ArrowRoundTrip(unittest.TestCase):
         self.assertTrue(out.equals(batch))
 
     def test_unsupported_type_is_a_clear_error(self):
-        batch = pa.RecordBatch.from_arrays([pa.array([1, 2], pa.int32()), pa.array([1, 2], pa.timestamp("us"))],
-                                           names=["ok", "when"])
+        batch = pa.RecordBatch.from_arrays(
+            [pa.array([1, 2], pa.int32()), pa.array([1, 2], pa.timestamp("us", tz="UTC"))],
+            names=["ok", "when"])
         with self.assertRaises(RuntimeError) as ctx:
             roundtrip(batch)
         message = str(ctx.exception)
         self.assertIn("'when'", message)
-        self.assertIn("'tsu:'", message)
+        self.assertIn("'tsu:UTC'", message)
+
+    def test_decimals_dates_and_timestamps_round_trip(self):
+        import decimal
+        batch = pa.RecordBatch.from_arrays(
+            [pa.array([decimal.Decimal("-1.25"), None, decimal.Decimal("12345678901234567890.5")],
+                      pa.decimal128(30, 2)),
+             pa.array([1, None, 19000], pa.date32()),
+             pa.array([-5, 7, None], pa.timestamp("ns"))], names=["d", "day", "ts"])
+        out, rows = roundtrip(batch)
+        self.assertEqual(rows, 3)
+        self.assertTrue(out.equals(batch))
 
     def test_large_strings_come_back_as_utf8(self):
         values = ["a", None, "a longer string than twelve bytes"]

@@ -30,8 +30,12 @@ namespace spillway::ops {
 struct HashJoinOptions {
   JoinType type{JoinType::inner};
   /// Partitions of the shuffle plan; 0: the plan chooses, from the right side's global size
-  /// and `partition_bytes` for tables, 16 per rank for sources (whose sizes are not known).
+  /// and `partition_bytes` (for sources, whose size is not known ahead: from `right_bytes`, or
+  /// 16 per rank without it).
   std::uint32_t partitions{0};
+  /// For sources: the right side's bytes over all ranks, when the caller knows them (from file
+  /// metadata, say); 0: not known. Tables are measured instead.
+  std::uint64_t right_bytes{0};
   /// The right side's bytes per partition the plan aims at; 0: 2 MiB on the CPU (a partition's
   /// hash table stays in cache), 512 MiB on the GPU; at most a sixteenth of the limit of the
   /// tier the join works in (HOST, or DEVICE on the GPU), so that a partition pair, its hash

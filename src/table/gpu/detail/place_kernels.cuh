@@ -142,6 +142,22 @@ __device__ __forceinline__ void place_group(const Placement& pl, const std::byte
   }
 }
 
+/// Places one fixed-width column of the sub-tile, and its validity bits, straight from global
+/// memory in sorted order: for a column too wide for the stage (its loads are not coalesced).
+__device__ __forceinline__ void place_unstaged(const Placement& pl, const DeviceColumn& col,
+                                               std::size_t sub, std::uint32_t n, const Dest* dest) {
+  detail::with_width(col.width, [&]<typename T>() {
+    const T* values = reinterpret_cast<const T*>(col.data) + sub;
+#pragma unroll
+    for (unsigned i = 0; i < place_items; ++i) {
+      if (threadIdx.x + i * block_threads < n) {
+        reinterpret_cast<T*>(dest[pl.pid[i]].data)[pl.at[i]] = values[pl.src[i]];
+      }
+    }
+  });
+  place_mask(pl, col, sub, n, dest);
+}
+
 /// Pass 3. `cursors` are the scan's (relative to the partition starts; see Tiling), advanced
 /// as rows are placed in shared memory, or in place with too many partitions for that (then
 /// each launch needs its own copy: place_advances). The launch takes tiles from first_tile
@@ -237,6 +253,11 @@ __global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
       std::uint32_t c = next_fixed(cols, ncols, 0);
       while (c < ncols) {
         const std::uint32_t e = group_end(cols, ncols, c);
+        if (e == c) {  // a column whose sub-tile is larger than the stage (16-byte values)
+          place_unstaged(pl, cols[c], sub, n, dest + std::size_t{c} * tl.parts);
+          c = next_fixed(cols, ncols, c + 1);
+          continue;
+        }
         __syncthreads();  // the stage is free: the previous group is placed, the scan is done
         stage_group(sh.u.stage, cols, c, e, sub, n);
         __pipeline_commit();
