@@ -100,9 +100,7 @@ bool any_null(const TableView& keys, std::size_t row) {
   return false;
 }
 
-bool outputs_pairs(JoinType t) {
-  return t == JoinType::inner || t == JoinType::left || t == JoinType::full;
-}
+using detail::outputs_pairs;
 
 /// The hash table of the right (build) side and the probes of it by left rows: a count pass
 /// (each left row's output rows, and a full join's matched right rows), then write passes of
@@ -253,20 +251,8 @@ class Probe {
   [[nodiscard]] std::size_t left_rows() const noexcept { return nl_; }
 
  private:
-  /// The output rows of a left row with `matches` matches (semi and anti: 1 at most).
   [[nodiscard]] std::uint64_t output_rows(std::uint64_t matches) const noexcept {
-    switch (type_) {
-      case JoinType::inner:
-        return matches;
-      case JoinType::left:
-      case JoinType::full:
-        return matches > 0 ? matches : 1;
-      case JoinType::left_semi:
-        return matches > 0 ? 1 : 0;
-      case JoinType::left_anti:
-        return matches > 0 ? 0 : 1;
-    }
-    return 0;
+    return detail::output_rows(type_, matches);
   }
 
   /// f(l, hash of l's keys) for the left rows [a, b), hashed a block at a time.

@@ -86,26 +86,8 @@ __device__ void for_each_match(const Probe& p, std::size_t l, F&& f) {
   }
 }
 
-/// Whether `t` outputs the matching pairs (else one row per left row at most).
-__host__ __device__ constexpr bool outputs_pairs(JoinType t) {
-  return t == JoinType::inner || t == JoinType::left || t == JoinType::full;
-}
-
-/// The output rows of a left row with `matches` matches (semi and anti joins stop at 1).
-__device__ std::uint32_t output_rows(JoinType t, std::uint32_t matches) {
-  switch (t) {
-    case JoinType::inner:
-      return matches;
-    case JoinType::left:
-    case JoinType::full:
-      return matches > 0 ? matches : 1;
-    case JoinType::left_semi:
-      return matches > 0 ? 1 : 0;
-    case JoinType::left_anti:
-      return matches > 0 ? 0 : 1;
-  }
-  return 0;
-}
+using spillway::detail::output_rows;
+using spillway::detail::outputs_pairs;
 
 /// counts[l] = left row l's output rows; marks the matched right rows of a full join.
 __global__ void count_kernel(Probe p, std::uint32_t* counts, std::uint8_t* matched) {
@@ -118,7 +100,7 @@ __global__ void count_kernel(Probe p, std::uint32_t* counts, std::uint8_t* match
     if (matched != nullptr) matched[r] = 1;
     return all;
   });
-  counts[l] = output_rows(p.type, n);
+  counts[l] = static_cast<std::uint32_t>(output_rows(p.type, n));
 }
 
 /// Writes the output rows of left rows [first_row, end_row) whose positions (offsets[l] on)
