@@ -1,6 +1,7 @@
 // The local hash join (join.hpp): a chained hash table of the right side's rows by key hash,
 // probed by ranges of left rows in parallel, each range's pairs kept apart and put together
-// in range order (the output order does not depend on the thread count).
+// in range order (the output order does not depend on the thread count); an output larger
+// than a chunk is counted first and made a window of positions at a time.
 #include <spillway/table/join.hpp>
 
 #include <spillway/core/error.hpp>
@@ -102,10 +103,11 @@ bool any_null(const TableView& keys, std::size_t row) {
 
 using detail::outputs_pairs;
 
-/// The hash table of the right (build) side and the probes of it by left rows: a count pass
-/// (each left row's output rows, and a full join's matched right rows), then write passes of
-/// the pairs whose output positions lie in a window, each row's at the positions the count
-/// pass's exclusive sums give it.
+/// The hash table of the right (build) side and the probes of it by left rows: one pass that
+/// makes the output's maps when they fit a chunk; else a count pass (each left row's output
+/// rows, and a full join's matched right rows), then write passes of the pairs whose output
+/// positions lie in a window, each row's at the positions the count pass's exclusive sums give
+/// it.
 class Probe {
  public:
   Probe(const TableView& lk, const TableView& rk, JoinType type, std::size_t threads)
