@@ -65,7 +65,7 @@ def test_groupby_equals_duckdb(br):
     assert rows(got) == rows(duck(t))
 
 
-@pytest.mark.parametrize("nranks", [1, 2, 3])
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
 def test_distributed_groupby_equals_duckdb(tmp_path, nranks):
     t = data(9000, 2)
 

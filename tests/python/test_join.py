@@ -61,7 +61,7 @@ def test_join_equals_duckdb(br, how, keys):
     assert rows(got) == rows(want)
 
 
-@pytest.mark.parametrize("nranks", [1, 2, 3])
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
 @pytest.mark.parametrize("how", ["inner", "left", "full", "left_anti"])
 def test_hash_join_on_local_ranks_equals_duckdb(tmp_path, nranks, how):
     left, right = side(3000, 3, "a"), side(2000, 4, "b")
