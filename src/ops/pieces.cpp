@@ -55,10 +55,8 @@ std::unordered_map<PartID, PackedData> partitioned(const TableView& table,
 }
 
 Table extract_table(Shuffler& s, PartID pid, const Table& schema, bool device, BufferResource& br) {
-  std::vector<PackedData> chunks = s.extract(pid);
-  if (chunks.empty()) return empty_like(schema.view(), device, br);
-  return device ? gpu::unpack_and_concat(std::move(chunks), br, br.stream())
-                : unpack_and_concat(std::move(chunks), br);
+  Table t = s.extract_table(pid, device ? MemoryType::DEVICE : MemoryType::HOST);
+  return t.num_columns() == 0 ? empty_like(schema.view(), device, br) : std::move(t);
 }
 
 }  // namespace spillway::ops::detail

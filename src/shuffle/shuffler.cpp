@@ -6,6 +6,7 @@
 #include <spillway/core/cuda.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 #include <spillway/table/gpu.hpp>
+#include <spillway/table/pack.hpp>
 #include <spillway/table/partition.hpp>
 
 #include "core/detail/nvtx.hpp"
@@ -348,6 +349,16 @@ std::string Shuffler::status() const {
   return "(" + std::to_string(s.finishes) + " of " + std::to_string(s.n) +
          " ranks finished inserting; " + std::to_string(s.outgoing.size()) +
          " chunks still to send)" + s.missing();
+}
+
+Table Shuffler::extract_table(PartID pid, MemoryType to) {
+  SPILLWAY_EXPECTS(to == MemoryType::HOST || to == MemoryType::DEVICE,
+                   "extract_table: into HOST or DEVICE, not " + std::string(to_string(to)));
+  std::vector<PackedData> chunks = extract(pid);
+  if (chunks.empty()) return Table();
+  BufferResource& br = impl_->br;
+  return to == MemoryType::DEVICE ? gpu::unpack_and_concat(std::move(chunks), br, br.stream())
+                                  : unpack_and_concat(std::move(chunks), br);
 }
 
 std::vector<PackedData> Shuffler::extract(PartID pid) {

@@ -374,6 +374,53 @@ TEST(Shuffler, AnExtractedPartitionIsNotWaitedForAgain) {
   EXPECT_THROW((void)s.extract(2), logic_error);
 }
 
+// A consumer pulls partitions as tables, one at a time, while the rest wait spilled: under a
+// host limit of a fraction of the data every chunk goes to disk, and extract_table brings a
+// partition's chunks back into host memory only as it is concatenated. Together the tables
+// are the input; a partition no rank had rows of is a table without columns.
+TEST(Shuffler, ExtractTablePullsSpilledPartitionsIntoTheTierAskedFor) {
+  test::TempDir dir;
+  auto comms = LocalCommunicator::create(1);
+  auto cfg = test::host_config(dir.path());
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(1 << 20);
+  BufferResource br(cfg);
+  TableChecksum want;
+  Shuffler s(*comms[0], 1, 8, br);
+  for (std::uint64_t piece = 0; piece < 20; ++piece) {  // 2 MiB in all, twice the limit
+    RandomTableOptions o;
+    o.rows = 3000;
+    o.types = {TypeId::INT64, decimal128(20, 2), TypeId::STRING, TypeId::DATE32};
+    o.key_cardinality = 400;  // partitions of about the same size: a partition twice fits
+    o.null_fraction = 0.1;
+    o.max_string = 4;
+    o.seed = piece;
+    const Table table = random_table(o, br);
+    want += checksum(table.view());
+    auto packed = partition_and_pack(table.view(), std::vector<std::size_t>{0}, 8, br, 7);
+    std::unordered_map<PartID, PackedData> chunks;
+    for (PartID pid = 0; pid < 8; ++pid) {
+      if (packed[pid].payload->size() > 0) chunks.emplace(pid, std::move(packed[pid]));
+    }
+    s.insert(std::move(chunks));
+  }
+  s.insert_finished();
+  EXPECT_GT(br.used(MemoryType::DISK), 0u) << "nothing waited on disk";
+  TableChecksum got;
+  for (int i = 0; i < 8; ++i) {
+    const Table t = s.extract_table(s.wait_any(std::chrono::seconds(5)), MemoryType::HOST);
+    ASSERT_EQ(t.num_columns(), 4u);
+    EXPECT_EQ(t.column(1).type(), decimal128(20, 2));
+    EXPECT_EQ(t.column(0).data().mem_type(), MemoryType::HOST);
+    got += checksum(t.view());
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_LE(br.peak(MemoryType::HOST), 1u << 20);
+  Shuffler none(*comms[0], 2, 2, br);
+  none.insert_finished();
+  EXPECT_EQ(none.extract_table(0, MemoryType::HOST).num_columns(), 0u) << "no rows: no columns";
+  EXPECT_THROW((void)none.extract_table(1, MemoryType::DISK), logic_error);
+}
+
 TEST(Shuffler, APeerThatNeverFinishesTimesOut) {
   test::TempDir dir;
   BufferResource br(test::host_config(dir.path()));

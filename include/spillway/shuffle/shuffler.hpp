@@ -101,6 +101,14 @@ class Shuffler {
   /// @throws spillway::logic_error when it is not local, not complete or already extracted
   std::vector<PackedData> extract(PartID pid);
 
+  /// A complete partition as one table in `to` memory, for a consumer that takes partitions
+  /// one at a time while the rest wait spillable: extract()'s chunks unpacked and concatenated
+  /// there (HOST: on the CPU, a chunk spilled to disk or landed on the GPU read into host
+  /// memory; DEVICE: on the GPU, on the buffer resource's stream). A partition no rank had rows
+  /// of is a table without columns.
+  /// @throws as extract(); spillway::out_of_memory when `to` cannot hold it even after
+  ///         spilling; spillway::logic_error for another tier
+  Table extract_table(PartID pid, MemoryType to);
   /// The partitions this rank owns.
   [[nodiscard]] const std::vector<PartID>& local_partitions() const noexcept;
   /// Whether every local partition has been extracted.
