@@ -120,6 +120,39 @@ TEST_F(GpuJoin, EveryTypeAndKeySetEqualsTheCpuJoin) {
   }
 }
 
+// The chunked GPU join: every chunk within its bound, on the GPU, and together the same
+// multiset of rows as the CPU join, for bounds that split one left row's matches (the INT32
+// key: hundreds of matches a row) and a full join's unmatched right rows.
+TEST_F(GpuJoin, InChunksOfBoundedSizeTheChunksAreTheWholeJoin) {
+  const Table l = test::side(3000, 5, br);
+  const Table r = test::side(700, 6, br);
+  const Table dl = on(l, MemoryType::DEVICE);
+  const Table dr = on(r, MemoryType::DEVICE);
+  for (const std::vector<std::size_t>& keys : std::vector<std::vector<std::size_t>>{{1}, {0, 4}}) {
+    for (JoinType type : all_types) {
+      const Table cpu = hash_join(l.view(), keys, r.view(), keys, type, br);
+      for (std::size_t chunk : {std::size_t{97}, std::size_t{5000}, std::size_t{1} << 30}) {
+        SCOPED_TRACE(std::string(to_string(type)) + ", chunks of " + std::to_string(chunk));
+        TableChecksum got;
+        std::size_t chunks = 0;
+        gpu::hash_join(dl.view(), keys, dr.view(), keys, type, br, stream, chunk, [&](Table&& t) {
+          EXPECT_LE(t.num_rows(), chunk);
+          EXPECT_EQ(t.names(), cpu.names());
+          if (t.num_columns() > 0) {
+            EXPECT_EQ(t.column(0).data().mem_type(), MemoryType::DEVICE);
+          }
+          got += gpu::checksum(t.view(), br, stream);
+          ++chunks;
+        });
+        EXPECT_EQ(got, checksum(cpu.view()));
+        const std::size_t fewest = std::max<std::size_t>(1, (cpu.num_rows() + chunk - 1) / chunk);
+        EXPECT_GE(chunks, fewest);
+        EXPECT_LE(chunks, fewest + (type == JoinType::full ? 1 : 0));
+      }
+    }
+  }
+}
+
 TEST_F(GpuJoin, ManyRowsManyDuplicatesAndOnePartitionsKeys) {
   // 20k x 5k on the low-cardinality INT32 key (37 values: hundreds of matches per row), then
   // on a side whose rows all come from one partition of 64 (their row hashes share the low 6
