@@ -78,8 +78,11 @@ std::int64_t small_or_wild(FuzzedDataProvider& in, std::int64_t lo, std::int64_t
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
-  static const char* const formats[] = {"c", "s", "i", "l", "C", "S",  "I",  "L", "f",
-                                        "g", "b", "u", "",  "z", "+s", "u8", "U", "tdD"};
+  static const char* const formats[] = {
+      "c",      "s",       "i",      "l",         "C",    "S",        "I",    "L",
+      "f",      "g",       "b",      "u",         "",     "z",        "+s",   "u8",
+      "U",      "tdD",     "tdm",    "tss:",      "tsm:", "tsu:",     "tsn:", "tsu:UTC",
+      "d:10,2", "d:38,-3", "d:40,2", "d:5,1,256", "d:7",  "d:9,2,128"};
   Owned o;
   o.strings.reserve(8);  // names point into them: no reallocation
   ArrowSchema top_schema{};
@@ -119,8 +122,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::size_t width = 0;
     if (f == "c" || f == "C") width = 1;
     if (f == "s" || f == "S") width = 2;
-    if (f == "i" || f == "I" || f == "f") width = 4;
-    if (f == "l" || f == "L" || f == "g") width = 8;
+    if (f == "i" || f == "I" || f == "f" || f == "tdD") width = 4;
+    if (f == "l" || f == "L" || f == "g" || f.starts_with("ts")) width = 8;
+    if (f.starts_with("d:")) width = 16;
     ca.offset = in.ConsumeIntegralInRange<int>(0, 9) == 0
                     ? -1
                     : in.ConsumeIntegralInRange<std::int64_t>(0, 9);
