@@ -1,7 +1,7 @@
 #pragma once
 // Private to the MPI communicator (mpi.cpp): one buffer transfer's state machine (host,
-// staged and IPC-window modes, MpiRequest) and the state the communicator and its requests
-// share (MpiState).
+// staged and IPC-window modes, MpiRequest). What the communicator and its requests share is
+// mpi_state.hpp.
 
 #include <spillway/comm/communicator.hpp>
 #include <spillway/core/cuda.hpp>
@@ -11,6 +11,7 @@
 #include <spillway/core/units.hpp>
 
 #include "comm/detail/mpi_ipc.hpp"
+#include "comm/detail/mpi_state.hpp"
 #include "comm/detail/mpi_try.hpp"
 
 #include <mpi.h>
@@ -19,72 +20,18 @@
 #include <cstring>
 
 #include <array>
-#include <atomic>
-#include <chrono>
 #include <climits>
 #include <deque>
 #include <exception>
 #include <list>
 #include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 
 namespace spillway::detail {
 
 constexpr std::size_t piece = 16 * MiB;  // bytes per MPI message of a buffer
 constexpr std::size_t slots = 4;         // bounce pieces in flight per staged transfer
-
-class MpiRequest;
-
-/// Transfers that match on the receiving side by post order: the same direction, peer and MPI
-/// tag. MPI matches a peer's messages of one tag in the order they were posted, so the messages
-/// of such transfers must be posted transfer after transfer, each in order, on both sides.
-struct PostKey {
-  bool is_send;
-  Rank peer;
-  int tag;
-  friend auto operator<=>(const PostKey&, const PostKey&) = default;
-};
-
-/// What the communicator and its requests share.
-struct MpiState {
-  MPI_Comm comm{MPI_COMM_NULL};
-  int rank{0};
-  int size{1};
-  bool serialize{false};  // below MPI_THREAD_MULTIPLE: one MPI call at a time
-  std::mutex mutex;
-  BufferResource* br{nullptr};
-  OwningStream stream{nullptr};     // for the bounce copies and copies out of the window
-  std::unique_ptr<IpcWindows> ipc;  // null without a GPU
-  // Stepped transfers (device buffers, and all transfers of window pairs) advance together: a
-  // rank waiting on one of them must keep the others moving, or two ranks each waiting on
-  // their own send deadlock.
-  std::recursive_mutex progress_mutex;
-  std::vector<std::weak_ptr<MpiRequest>> stepped;
-  /// Per key, the transfers (in start order) that have messages left to post; only the first
-  /// may post. Under progress_mutex.
-  std::map<PostKey, std::deque<const MpiRequest*>> posting;
-  /// How long a dropped transfer's MPI requests may take to settle after MPI_Cancel (the
-  /// communicator's timeout), and the peers one of them did not settle with: a dead peer,
-  /// whose other transfers are let go of at once. Under progress_mutex.
-  std::atomic<std::int64_t> cancel_wait_ms{300000};
-  std::set<Rank> unsettled;
-
-  [[nodiscard]] std::unique_lock<std::mutex> lock() {
-    return serialize ? std::unique_lock(mutex) : std::unique_lock<std::mutex>();
-  }
-  /// Whether transfers from `src` to `dst` start with a header (the sender may use the
-  /// receiver's window).
-  [[nodiscard]] bool windowed(Rank src, Rank dst) const {
-    if (!ipc) return false;
-    return src == rank ? ipc->pushes_to(dst) : ipc->pushed_by(src);
-  }
-  /// Four MPI tags per Tag: buffer bytes (and headers and notices), small messages, grants.
-  static int buffer_tag(Tag t) { return static_cast<int>(t.value() << 2); }
-  static int message_tag(Tag t) { return static_cast<int>((t.value() << 2) | 1U); }
-  static int grant_tag(Tag t) { return static_cast<int>((t.value() << 2) | 2U); }
-};
 
 /// One buffer transfer. Its mode:
 /// - host: a HOST or PINNED_HOST buffer, every piece posted at once, straight from or into it;
@@ -192,32 +139,10 @@ class MpiRequest final : public detail::Request {
     leave_queue();
     if (done()) return true;
     auto g = st_->lock();
-    // MPI_Cancel, then the request must complete before its bytes may go: a receive not yet
-    // matched completes at once, a send once MPI is done with it, which may be never when the
-    // peer is dead (OpenMPI cannot cancel a send). So: up to the communicator's timeout for the
-    // first such request of a peer, none for its next ones; a request that does not settle is
-    // freed to MPI, and this transfer (with its buffer) must outlive it.
+    // A request that does not settle (a send to a dead peer) leaves this transfer, with its
+    // buffer, to outlive it (see cancel_request).
     bool settled = true;
-    auto drop = [&](MPI_Request& r) {
-      if (r == MPI_REQUEST_NULL) return;
-      MPI_Cancel(&r);
-      const auto wait = st_->unsettled.count(peer) != 0
-                            ? std::chrono::milliseconds(0)
-                            : std::chrono::milliseconds(st_->cancel_wait_ms.load());
-      const auto deadline = std::chrono::steady_clock::now() + wait;
-      for (;;) {
-        int flag = 0;
-        MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
-        if (flag != 0) return;
-        if (std::chrono::steady_clock::now() >= deadline) break;
-        if (g.owns_lock()) g.unlock();  // other threads may need MPI meanwhile
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-        g = st_->lock();
-      }
-      MPI_Request_free(&r);
-      settled = false;
-      st_->unsettled.insert(peer);
-    };
+    auto drop = [&](MPI_Request& r) { settled = cancel_request(*st_, r, peer, g) && settled; };
     auto settle = [](const Event& e) {
       try {
         e.synchronize();
