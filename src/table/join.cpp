@@ -143,17 +143,9 @@ class Probe {
       if (all) out.right.reserve(guess);
       for_each_row(a, b, [&](std::size_t l, std::uint32_t h) {
         if (over.load(std::memory_order_relaxed)) return;
-        std::uint64_t n = 0;
-        for_each_match(l, h, [&](std::size_t r) {
-          ++n;
-          if (type_ == JoinType::full) {
-            std::atomic_ref<std::uint8_t>(matched_[r]).store(1, std::memory_order_relaxed);
-          }
-          if (all) {
-            out.left.push_back(static_cast<std::int64_t>(l));
-            out.right.push_back(static_cast<std::int64_t>(r));
-          }
-          return all;
+        const std::uint64_t n = matches(l, h, [&](std::size_t r) {
+          out.left.push_back(static_cast<std::int64_t>(l));
+          out.right.push_back(static_cast<std::int64_t>(r));
         });
         if (output_rows(n) == 1 && (n == 0 || !all)) {  // a row that is not a pair
           out.left.push_back(static_cast<std::int64_t>(l));
@@ -179,20 +171,11 @@ class Probe {
   /// offsets[l] = the first output position of left row l, offsets[nl] = the pairs (left
   /// rows' outputs; a full join's unmatched right rows come after them). Marks matched rows.
   void count(std::uint64_t* offsets) {
-    const bool all = outputs_pairs(type_);
     std::vector<std::uint64_t> sums(threads_, 0);
     detail::parallel_ranges(nl_, threads_, [&](std::size_t t, std::size_t a, std::size_t b) {
       std::uint64_t sum = 0;
       for_each_row(a, b, [&](std::size_t l, std::uint32_t h) {
-        std::uint64_t n = 0;
-        for_each_match(l, h, [&](std::size_t r) {
-          ++n;
-          if (type_ == JoinType::full) {
-            std::atomic_ref<std::uint8_t>(matched_[r]).store(1, std::memory_order_relaxed);
-          }
-          return all;
-        });
-        offsets[l] = output_rows(n);
+        offsets[l] = output_rows(matches(l, h, [](std::size_t) {}));
         sum += offsets[l];
       });
       sums[t] = sum;
@@ -255,6 +238,23 @@ class Probe {
  private:
   [[nodiscard]] std::uint64_t output_rows(std::uint64_t matches) const noexcept {
     return detail::output_rows(type_, matches);
+  }
+
+  /// Left row l's matches (hash h), counted: every one for joins that output pairs, each
+  /// given to pair(r) and marked matched for a full join; the first only for semi and anti.
+  template <typename Pair>
+  std::uint64_t matches(std::size_t l, std::uint32_t h, const Pair& pair) {
+    const bool all = outputs_pairs(type_);
+    std::uint64_t n = 0;
+    for_each_match(l, h, [&](std::size_t r) {
+      ++n;
+      if (type_ == JoinType::full) {
+        std::atomic_ref<std::uint8_t>(matched_[r]).store(1, std::memory_order_relaxed);
+      }
+      if (all) pair(r);
+      return all;
+    });
+    return n;
   }
 
   /// f(l, hash of l's keys) for the left rows [a, b), hashed a block at a time.

@@ -194,7 +194,7 @@ class DeviceProbe {
   DeviceProbe(const TableView& left, std::span<const std::size_t> left_keys, const TableView& right,
               std::span<const std::size_t> right_keys, JoinType type, BufferResource& br,
               Stream stream)
-      : type_{type}, br_{br}, stream_{stream}, nl_{left.num_rows()}, nr_{right.num_rows()} {
+      : br_{br}, stream_{stream}, nl_{left.num_rows()}, nr_{right.num_rows()} {
     const auto [lk, rk] = spillway::detail::join_key_views(left, left_keys, right, right_keys);
     SPILLWAY_EXPECTS(nl_ <= max_rows && nr_ <= max_rows,
                      "the GPU join takes sides of fewer than 2^31 rows, got " +
@@ -310,7 +310,6 @@ class DeviceProbe {
   void release_offsets() noexcept { offsets_.reset(); }
 
  private:
-  JoinType type_;
   BufferResource& br_;
   Stream stream_;
   std::size_t nl_, nr_;
@@ -318,6 +317,19 @@ class DeviceProbe {
   Probe probe_{};
   std::uint64_t pairs_{0};
 };
+
+/// The joined table of `n` output rows: the left columns gathered by `left_rows`, then for
+/// joins that output pairs the right ones by `right_rows` (-1: a row of nulls), with masks
+/// wherever the join can make a null.
+Table gathered(const TableView& left, const TableView& right, JoinType type,
+               const std::int32_t* left_rows, const std::int32_t* right_rows, std::size_t n,
+               BufferResource& br, Stream stream) {
+  Table l = gather(left, left_rows, n, type == JoinType::full, br, stream);
+  if (!outputs_pairs(type)) return l;
+  const bool right_nulls = type == JoinType::left || type == JoinType::full;
+  return spillway::detail::joined_table(std::move(l),
+                                        gather(right, right_rows, n, right_nulls, br, stream));
+}
 
 /// `n` -1 values (DEVICE, int32): the null side of a full join's unmatched right rows.
 std::unique_ptr<Buffer> minus_ones(std::size_t n, BufferResource& br, Stream stream) {
@@ -364,14 +376,8 @@ void hash_join(const TableView& left, std::span<const std::size_t> left_keys,
   const std::uint64_t chunk = std::min<std::uint64_t>(chunk_rows, max_rows);
   DeviceProbe probe(left, left_keys, right, right_keys, type, br, stream);
   const bool pairs_out = outputs_pairs(type);
-  // (Every chunk's columns have masks where the whole join's would.)
-  const bool left_nulls = type == JoinType::full;
-  const bool right_nulls = type == JoinType::left || type == JoinType::full;
   const auto joined = [&](const std::int32_t* l, const std::int32_t* r, std::size_t n) {
-    Table lt = gather(left, l, n, left_nulls, br, stream);
-    if (!pairs_out) return lt;
-    return spillway::detail::joined_table(std::move(lt),
-                                          gather(right, r, n, right_nulls, br, stream));
+    return gathered(left, right, type, l, r, n, br, stream);
   };
   bool any = false;
   const std::uint64_t pairs = probe.pairs();
@@ -409,13 +415,9 @@ Table hash_join(const TableView& left, std::span<const std::size_t> left_keys,
                 BufferResource& br, Stream stream) {
   SPILLWAY_NVTX_RANGE("gpu hash_join");
   const JoinMaps maps = join_maps(left, left_keys, right, right_keys, type, br, stream);
-  const bool left_nulls = type == JoinType::full;
-  const bool right_nulls = type == JoinType::left || type == JoinType::full;
-  Table l = gather(left, as<const std::int32_t>(*maps.left), maps.size, left_nulls, br, stream);
-  if (!outputs_pairs(type)) return l;
-  return spillway::detail::joined_table(
-      std::move(l),
-      gather(right, as<const std::int32_t>(*maps.right), maps.size, right_nulls, br, stream));
+  return gathered(left, right, type, as<const std::int32_t>(*maps.left),
+                  maps.right ? as<const std::int32_t>(*maps.right) : nullptr, maps.size, br,
+                  stream);
 }
 
 }  // namespace spillway::gpu
