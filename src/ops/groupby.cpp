@@ -3,12 +3,18 @@
 #include <spillway/ops/groupby.hpp>
 
 #include <spillway/core/error.hpp>
+#include <spillway/memory/spillable_store.hpp>
 #include <spillway/shuffle/shuffler.hpp>
+#include <spillway/table/gpu.hpp>
 #include <spillway/table/gpu_groupby.hpp>
+#include <spillway/table/pack.hpp>
 
 #include "ops/detail/pieces.hpp"
 
+#include <array>
 #include <numeric>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -49,13 +55,59 @@ Table aggregate(const TableView& t, std::span<const std::size_t> keys,
   return device ? gpu::groupby(t, keys, aggs, br, br.stream()) : groupby(t, keys, aggs, br);
 }
 
-/// The final table of one partition: the keys, then each aggregation (a mean from its sum
-/// and count), named as a local group-by names them.
-Table finish(const Table& partials, std::size_t nkeys, std::span<const Aggregation> original,
-             const Plan& plan, bool device, BufferResource& br) {
+/// One local partition's partials aggregated into its groups (the partial schema: keys, then
+/// the partials). The chunks go in batches of at most `budget` bytes (at least one chunk),
+/// each concatenated with the groups so far and aggregated again; the chunks not yet taken
+/// wait in a SpillableStore, so that the tiers can move them down meanwhile.
+Table merged(Shuffler& s, PartID pid, const Table& partial_schema, std::size_t nkeys,
+             const Plan& plan, bool device, std::size_t budget, BufferResource& br) {
   std::vector<std::size_t> keys(nkeys);
   std::iota(keys.begin(), keys.end(), std::size_t{0});
-  Table merged = aggregate(partials.view(), keys, plan.final, device, br);
+  std::vector<PackedData> chunks = s.extract(pid);
+  std::size_t bytes = 0;
+  for (const PackedData& c : chunks) bytes += c.payload->size();
+  const auto unpacked = [&](std::vector<PackedData> batch) {
+    return device ? gpu::unpack_and_concat(std::move(batch), br, br.stream())
+                  : unpack_and_concat(std::move(batch), br);
+  };
+  if (chunks.empty()) return aggregate(partial_schema.view(), keys, plan.final, device, br);
+  if (bytes <= budget) return aggregate(unpacked(std::move(chunks)).view(), keys, plan.final, device, br);
+  SpillableStore waiting(br);
+  struct Held {
+    SpillableStore::Key key;
+    std::size_t bytes;
+    std::vector<std::uint8_t> metadata;
+  };
+  std::vector<Held> held;
+  for (PackedData& c : chunks) {
+    const std::size_t n = c.payload->size();
+    held.push_back(Held{waiting.insert(std::move(c.payload)), n, std::move(c.metadata)});
+  }
+  chunks.clear();
+  std::optional<Table> groups;
+  for (std::size_t next = 0; next < held.size();) {
+    std::vector<PackedData> batch;
+    for (std::size_t taken = 0; next < held.size(); ++next) {
+      Held& h = held[next];
+      if (!batch.empty() && taken + h.bytes > budget) break;
+      taken += h.bytes;
+      batch.push_back(PackedData{std::move(h.metadata), waiting.extract(h.key)});
+    }
+    Table part = unpacked(std::move(batch));
+    if (groups) {
+      const std::array<TableView, 2> both{groups->view(), part.view()};
+      part = device ? gpu::concat(both, br, br.stream()) : concat(both, br);
+      groups.reset();
+    }
+    groups = aggregate(part.view(), keys, plan.final, device, br);
+  }
+  return std::move(*groups);
+}
+
+/// The final table of one partition from its merged partials: the keys, then each aggregation
+/// (a mean from its sum and count), named as a local group-by names them.
+Table finish(Table&& merged, std::size_t nkeys, std::span<const Aggregation> original,
+             const Plan& plan, bool device, BufferResource& br) {
   const TableView mv = merged.view();
   std::vector<std::string> names(merged.names().begin(), merged.names().begin() + nkeys);
   std::vector<Column> all = std::move(merged).release();
@@ -106,10 +158,14 @@ void groupby(Communicator& comm, BufferResource& br, const TableSource& input,
     if (!chunks.empty()) s.insert(std::move(chunks));
   }
   s.insert_finished();
+  const std::size_t limit = br.limit(device ? MemoryType::DEVICE : MemoryType::HOST);
+  const std::size_t budget =
+      options.merge_bytes != 0 ? options.merge_bytes
+                               : (limit == unlimited_bytes ? unlimited_bytes : limit / 8);
   for (std::size_t done = 0; done < s.local_partitions().size(); ++done) {
     const PartID pid = s.wait_any(comm.timeout());
-    const Table partials = detail::extract_table(s, pid, partial_schema, device, br);
-    out(pid, finish(partials, keys.size(), aggregations, plan, device, br));
+    Table groups = merged(s, pid, partial_schema, keys.size(), plan, device, budget, br);
+    out(pid, finish(std::move(groups), keys.size(), aggregations, plan, device, br));
   }
 }
 

@@ -41,21 +41,17 @@ Table part(Rank r, std::size_t rows, Rank empty_rank, BufferResource& br) {
   return Table(std::move(cols), {"k", "v", "w", "s"});
 }
 
-/// A source of `t` in `n` pieces, copied into `to`.
+/// A source of `t` in `n` pieces, each copied into `to` when it is asked for.
 ops::TableSource pieces(const Table& t, std::size_t n, MemoryType to, BufferResource& br) {
-  auto list = std::make_shared<std::vector<Table>>();
-  for (std::size_t p = 0; p < n; ++p) {
+  auto next = std::make_shared<std::size_t>(0);
+  return [&t, n, to, &br, next]() -> std::optional<Table> {
+    if (*next == n) return std::nullopt;
+    const std::size_t p = (*next)++;
     std::vector<std::int64_t> rows;
     for (std::size_t i = t.num_rows() * p / n; i < t.num_rows() * (p + 1) / n; ++i) {
       rows.push_back(static_cast<std::int64_t>(i));
     }
-    list->push_back(copy_table(gather(t.view(), rows, br), to, br, br.stream()));
-  }
-  return [list]() -> std::optional<Table> {
-    if (list->empty()) return std::nullopt;
-    Table t = std::move(list->front());
-    list->erase(list->begin());
-    return t;
+    return copy_table(gather(t.view(), rows, br), to, br, br.stream());
   };
 }
 
@@ -63,12 +59,18 @@ const std::vector<Aggregation> every_op{{1, AggOp::count}, {1, AggOp::sum},   {1
                                         {1, AggOp::max},   {1, AggOp::mean},  {2, AggOp::sum},
                                         {2, AggOp::mean},  {3, AggOp::count}, {2, AggOp::max}};
 
+/// How a partition's partials are merged: the partitions and merge_bytes of the group-by.
+struct Merge {
+  std::uint32_t partitions{5};
+  std::size_t bytes{0};
+};
+
 void check(int nranks, const std::vector<std::size_t>& keys, bool on_gpu, std::size_t limit_mib,
-           Rank empty_rank, std::size_t npieces) {
+           Rank empty_rank, std::size_t npieces, std::size_t rows = 4000, Merge merge = {}) {
   SCOPED_TRACE(std::to_string(nranks) + " ranks, " + std::to_string(keys.size()) + " keys" +
-               (on_gpu ? ", on the GPU" : "") + ", " + std::to_string(npieces) + " pieces");
+               (on_gpu ? ", on the GPU" : "") + ", " + std::to_string(npieces) + " pieces of " +
+               std::to_string(rows) + " rows, merged " + std::to_string(merge.bytes) + " bytes");
   test::TempDir dir;
-  const std::size_t rows = 4000;
   TableChecksum want;
   {
     BufferResource br(test::host_config(dir.path()));
@@ -87,7 +89,8 @@ void check(int nranks, const std::vector<std::size_t>& keys, bool on_gpu, std::s
   TableChecksum got;
   std::set<std::uint32_t> seen;
   ops::GroupByOptions o;
-  o.partitions = 5;
+  o.partitions = merge.partitions;
+  o.merge_bytes = merge.bytes;
   const int rc =
       run_ranks(RankKind::local, nranks, cfg, [&](Communicator& comm, BufferResource& br) {
         const Table t = part(comm.rank(), rows, empty_rank, br);
@@ -104,7 +107,7 @@ void check(int nranks, const std::vector<std::size_t>& keys, bool on_gpu, std::s
         return 0;
       });
   EXPECT_EQ(rc, 0);
-  EXPECT_EQ(seen.size(), 5u);
+  EXPECT_EQ(seen.size(), merge.partitions);
   EXPECT_GT(want.rows, 100u);
   EXPECT_EQ(got, want) << "groups " << got.rows << ", want " << want.rows;
 }
@@ -117,6 +120,14 @@ TEST(GroupByOp, EqualsTheLocalGroupByOfTheWholeInput) {
   check(3, {3}, false, 2, 1, 4);  // a 2 MiB host limit, a rank without rows
 }
 
+// 3 ranks x 200 pieces of 200 rows into 2 partitions: about 4.8 MiB of partials a partition,
+// more than the 3 MiB limit; its groups (300) fit, and the partials are merged in batches of an
+// eighth of the limit. Then one chunk at a time without a limit.
+TEST(GroupByOp, APartitionWhosePartialsOutgrowTheLimitIsMergedInBatches) {
+  check(3, {0}, false, 3, -1, 200, 40000, Merge{2, 0});
+  check(2, {0, 3}, false, 0, -1, 6, 4000, Merge{3, 1});
+}
+
 TEST(GroupByOp, OnTheGpuEqualsTheLocalGroupByOfTheWholeInput) {
   {
     test::TempDir dir;
@@ -125,6 +136,8 @@ TEST(GroupByOp, OnTheGpuEqualsTheLocalGroupByOfTheWholeInput) {
   }
   for (int n : {1, 3}) check(n, {0}, true, 0, -1, 1);
   check(2, {0, 3}, true, 1, 0, 3);  // a 1 MiB device limit, a rank without rows
+  check(3, {0}, true, 1, -1, 100, 20000, Merge{2, 0});  // partials outgrow the device limit
+  check(2, {0, 3}, true, 0, -1, 6, 4000, Merge{3, 1});  // one chunk at a time
 }
 
 TEST(GroupByOp, BadArgumentsAreAnErrorBeforeAnythingIsSent) {

@@ -4,7 +4,9 @@
 /// aggregates), the partials go to the owner of hash(keys) % partitions through a Shuffler,
 /// and each local partition's partials are aggregated again into its groups as soon as they
 /// are all in: counts and sums are summed, minima and maxima taken again, means made from
-/// their sums and counts. Tables in device memory are aggregated, partitioned and
+/// their sums and counts. A partition's partials are merged a batch at a time (merge_bytes of
+/// them, the rest held spillable meanwhile), so a partition whose partials outgrow the limit
+/// still completes as long as its groups fit. Tables in device memory are aggregated, partitioned and
 /// concatenated on the GPU (table/gpu_groupby.hpp), on the buffer resource's stream.
 
 #include <spillway/comm/communicator.hpp>
@@ -23,6 +25,9 @@ namespace spillway::ops {
 struct GroupByOptions {
   /// Partitions of the shuffle; 0: one per rank.
   std::uint32_t partitions{0};
+  /// Bytes of a partition's packed partials aggregated at a time with the groups so far; 0: an
+  /// eighth of the limit of the tier the aggregation runs in (all at once without a limit).
+  std::size_t merge_bytes{0};
   OpID op{0};
   std::uint32_t seed{default_hash_seed};
 };
