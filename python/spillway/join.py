@@ -5,12 +5,14 @@ waiting spillable."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+import queue
+import threading
+from typing import Any, Callable, Iterator, Sequence
 
 from . import _spillway
 from .errors import UsageError
-from .shuffle import _key_indices, shuffle_together
-from .tables import from_arrow, to_arrow
+from .shuffle import _POLL_SECONDS, _Progress, _in_slices, _key_indices
+from .tables import batches, from_arrow, to_arrow
 
 HOW = ("inner", "left", "left_semi", "left_anti", "full")
 
@@ -40,28 +42,116 @@ def join(left: Any, right: Any, on: Sequence[int | str], br: _spillway.BufferRes
 def hash_join(left: Any, right: Any, on: Sequence[int | str], comm: _spillway.Communicator,
               br: _spillway.BufferResource, how: str = "inner",
               right_on: Sequence[int | str] | None = None, partitions: int | None = None,
-              op_id: int = 0, progress: bool = False) -> Iterator[tuple[int, Any]]:
-    """The distributed hash join: each rank gives its part of both sides (tables or streams,
-    as shuffle takes them) and gets, for each of its partitions, (partition, pyarrow Table of
-    that partition's joined rows) as soon as both sides of it have arrived. `partitions`
-    (default: one per rank; more keep each pair smaller) must be the same on every rank, as
-    must `on`, `how` and `op_id` (ids op_id and op_id + 1 are used). Every rank must call it."""
+              op_id: int = 0, progress: bool = False, right_bytes: int | None = None,
+              chunk_bytes: int | None = None,
+              batch_rows: int = 65536) -> "JoinChunks":
+    """The distributed hash join (C++ `ops::hash_join`): each rank gives its part of both sides
+    (tables or streams, as shuffle takes them; spillway Tables on the GPU are joined there) and
+    gets (partition, pyarrow Table) for every chunk of its joined rows, as they are made: the
+    output of a partition comes in chunks of at most `chunk_bytes` (default: 64 MiB, at most an
+    eighth of the host limit), each partition's one after another. The plan chooses the
+    partition count from `right_bytes` (the right side's bytes over all ranks, when known), or
+    takes `partitions`; the JoinChunks returned says which it ran (`plan`) once exhausted.
+    Every rank must call it with the same on, how, partitions and op_id (ids op_id .. op_id + 2
+    are used). A pyarrow table goes in slices of `batch_rows` rows. progress=True: a tqdm bar of
+    the bytes received and the chunks handed out."""
     _check_how(how)
     right_keys = on if right_on is None else right_on
-    for pid, (lt, rt) in shuffle_together([(left, on), (right, right_keys)], comm, br,
-                                          partitions, op_id, progress=progress, device="host"):
-        if lt.num_columns == 0 or rt.num_columns == 0:
-            # A side that no rank gave columns for (an input without any): only the joins
-            # that need none of its columns can be answered.
-            if lt.num_columns == 0 and how != "full":
-                continue  # no left rows: nothing comes out
-            if rt.num_columns == 0 and how in ("inner", "left_semi"):
+    left_src, left_keys = _source(left, on, br, batch_rows)
+    right_src, right_keys = _source(right, right_keys, br, batch_rows)
+    run = lambda out: _spillway.hash_join_op(  # noqa: E731
+        comm, br, left_src, left_keys, right_src, right_keys, how, partitions or 0,
+        right_bytes or 0, chunk_bytes or 0, op_id, out)
+    return JoinChunks(run, _Progress(progress, comm, br, None))
+
+
+def _source(data: Any, keys: Sequence[int | str], br: _spillway.BufferResource,
+            batch_rows: int) -> tuple[Callable[[], Any], list[int]]:
+    """One side as the C++ join's source (a callable giving the next spillway Table or None) and
+    its key columns' indices, from its first batch (read here, so that a bad key is a
+    UsageError before anything is sent)."""
+    it = batches(_in_slices(data, batch_rows), br)
+    first = next(it)
+    keys_at = _key_indices(keys, first.column_names)
+    pending = [first]
+
+    def source() -> Any:
+        if pending:
+            return pending.pop()
+        return next(it, None)
+    return source, keys_at
+
+
+class JoinChunks:
+    """The iterator hash_join returns: (partition, chunk) as the join makes them, while the join
+    goes on in a thread of its own (without the GIL but in its callbacks) and waits for each
+    chunk to be taken, so that one chunk at a time is held. `plan` is the plan it ran (in
+    words), once the iterator is exhausted. When the consumer stops early (close(), or the
+    iterator collected), the join's next chunk raises in the join, which ends it."""
+
+    def __init__(self, run: Callable[[Callable[[int, Any], None]], str], bar: _Progress):
+        self.plan: str | None = None
+        self._bar = bar
+        self._items: queue.Queue = queue.Queue(maxsize=1)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._work, args=(run,), daemon=True,
+                                        name="spillway-hash-join")
+        self._handed = 0
+        self._gen = self._taken()
+        self._thread.start()
+
+    def __iter__(self) -> "JoinChunks":
+        return self
+
+    def __next__(self) -> tuple[int, Any]:
+        return next(self._gen)
+
+    def close(self) -> None:
+        self._gen.close()
+
+    def _offer(self, item: Any) -> bool:
+        while not self._stopped.is_set():
+            try:
+                self._items.put(item, timeout=_POLL_SECONDS)
+                return True
+            except queue.Full:
                 continue
-            if rt.num_columns == 0 and how == "left_anti":
-                yield pid, to_arrow(lt)
-                continue
-            raise UsageError(f"hash_join(how={how!r}): one side has no columns on any rank "
-                             "(give its empty table its schema)")
-        lk = _key_indices(on, lt.column_names)
-        rk = _key_indices(right_keys, rt.column_names)
-        yield pid, to_arrow(_spillway.join_tables(lt, rt, lk, rk, how, br))
+        return False
+
+    def _out(self, pid: int, table: Any) -> None:
+        if not self._offer((pid, table)):
+            raise UsageError("hash_join: its consumer stopped taking chunks")
+
+    def _work(self, run: Callable[[Callable[[int, Any], None]], str]) -> None:
+        try:
+            self._offer(_Done(plan=run(self._out)))
+        except BaseException as e:  # handed to the consumer, which raises it
+            self._offer(_Done(error=e))
+
+    def _taken(self) -> Iterator[tuple[int, Any]]:
+        try:
+            while True:
+                try:
+                    item = self._items.get(timeout=_POLL_SECONDS)  # in slices: Ctrl-C is seen
+                except queue.Empty:
+                    continue
+                if isinstance(item, _Done):
+                    if item.error is not None:
+                        raise item.error
+                    self.plan = item.plan
+                    return
+                pid, table = item
+                del item
+                self._handed += 1
+                self._bar.update(self._handed)
+                yield pid, (table if table.on_gpu else to_arrow(table))
+        finally:
+            self._stopped.set()
+            self._thread.join()
+            self._bar.close()
+
+
+class _Done:
+    def __init__(self, plan: str | None = None, error: BaseException | None = None):
+        self.plan = plan
+        self.error = error

@@ -61,10 +61,11 @@ def shuffle(data: Any, keys: Sequence[int | str], comm: _spillway.Communicator,
 
 class _Progress:
     """A tqdm bar of one rank's received shuffle bytes (the `shuffle-payload-recv` statistic,
-    counted from the bar's start) and handed-out partitions; nothing when off."""
+    counted from the bar's start) and handed-out partitions (of `partitions`; None: chunks of
+    a join's output); nothing when off."""
 
     def __init__(self, on: bool, comm: _spillway.Communicator, br: _spillway.BufferResource,
-                 partitions: int):
+                 partitions: int | None):
         self._bar = None
         if not on:
             return
@@ -90,7 +91,8 @@ class _Progress:
         if now > self._shown:
             self._bar.update(now - self._shown)
             self._shown = now
-        self._bar.set_postfix_str(f"partitions {handed}/{self._parts}", refresh=True)
+        what = f"chunks {handed}" if self._parts is None else f"partitions {handed}/{self._parts}"
+        self._bar.set_postfix_str(what, refresh=True)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -1,15 +1,19 @@
-// The local hash join of two spillway tables (table/join.hpp), for spillway.join and each
-// partition pair of spillway.hash_join.
+// The local hash join of two spillway tables (table/join.hpp), for spillway.join, and the
+// distributed one (ops/hash_join.hpp), for spillway.hash_join.
 #include "bindings.hpp"
 #include "table.hpp"
 
+#include <spillway/comm/communicator.hpp>
 #include <spillway/core/error.hpp>
+#include <spillway/ops/hash_join.hpp>
 #include <spillway/table/join.hpp>
 
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spillway::python {
@@ -23,6 +27,21 @@ JoinType join_type(const std::string& how) {
   }
   SPILLWAY_FAIL("join: how='" + how + "' (want inner, left, left_semi, left_anti or full)",
                 logic_error);
+}
+
+/// A Python callable that returns the next spillway Table, or None after the last, as the
+/// source of an operator that runs without the GIL: the call takes the GIL, and the Table is
+/// moved out of its Python object (which is left without columns).
+ops::TableSource source_of(nb::callable next) {
+  return [next = std::move(next)]() -> std::optional<Table> {
+    nb::gil_scoped_acquire gil;
+    nb::object t = next();
+    if (t.is_none()) return std::nullopt;
+    SPILLWAY_EXPECTS(nb::isinstance<Table>(t), "hash_join: a source gave a " +
+                                                   std::string(nb::type_name(t.type()).c_str()) +
+                                                   ", not a spillway Table");
+    return std::move(nb::cast<Table&>(t));
+  };
 }
 
 }  // namespace
@@ -41,6 +60,41 @@ void bind_join(nb::module_& m) {
       nb::arg("left"), nb::arg("right"), nb::arg("left_keys"), nb::arg("right_keys"),
       nb::arg("how"), nb::arg("br"), nb::keep_alive<0, 6>(),
       "The local hash join of two host tables on key column indices (SQL nulls).");
+  m.def(
+      "hash_join_op",
+      [](Communicator& comm, BufferResource& br, nb::callable left,
+         const std::vector<std::size_t>& left_keys, nb::callable right,
+         const std::vector<std::size_t>& right_keys, const std::string& how,
+         std::uint32_t partitions, std::uint64_t right_bytes, std::size_t output_chunk_bytes,
+         std::uint32_t op, nb::callable out) {
+        ops::HashJoinOptions o;
+        o.type = join_type(how);
+        o.partitions = partitions;
+        o.right_bytes = right_bytes;
+        o.output_chunk_bytes = output_chunk_bytes;
+        o.op = static_cast<OpID>(op);
+        const nb::object owner = nb::find(&br);  // each chunk keeps the resource alive
+        const auto chunk = [&](std::uint32_t pid, Table&& t) {
+          nb::gil_scoped_acquire gil;
+          nb::object table = nb::cast(std::move(t), nb::rv_policy::move);
+#if NB_VERSION_MAJOR >= 3
+          nb::keep_alive_obj(table, owner);
+#else
+          nb::detail::keep_alive(table.ptr(), owner.ptr());
+#endif
+          out(pid, table);
+        };
+        const ops::TableSource l = source_of(std::move(left));
+        const ops::TableSource r = source_of(std::move(right));
+        nb::gil_scoped_release nogil;
+        return to_string(ops::hash_join(comm, br, l, left_keys, r, right_keys, o, chunk));
+      },
+      nb::arg("comm"), nb::arg("br"), nb::arg("left"), nb::arg("left_keys"), nb::arg("right"),
+      nb::arg("right_keys"), nb::arg("how"), nb::arg("partitions"), nb::arg("right_bytes"),
+      nb::arg("output_chunk_bytes"), nb::arg("op"), nb::arg("out"),
+      "The distributed hash join of two sources (callables giving the next spillway Table or "
+      "None) on key column indices; calls out(partition, Table) with each output chunk, holding "
+      "the GIL only for the callbacks. Returns the plan it ran, in words.");
 }
 
 }  // namespace spillway::python

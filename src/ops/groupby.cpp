@@ -14,8 +14,8 @@
 #include <array>
 #include <numeric>
 #include <optional>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spillway::ops {
@@ -71,7 +71,8 @@ Table merged(Shuffler& s, PartID pid, const Table& partial_schema, std::size_t n
                   : unpack_and_concat(std::move(batch), br);
   };
   if (chunks.empty()) return aggregate(partial_schema.view(), keys, plan.final, device, br);
-  if (bytes <= budget) return aggregate(unpacked(std::move(chunks)).view(), keys, plan.final, device, br);
+  if (bytes <= budget)
+    return aggregate(unpacked(std::move(chunks)).view(), keys, plan.final, device, br);
   SpillableStore waiting(br);
   struct Held {
     SpillableStore::Key key;
@@ -159,9 +160,9 @@ void groupby(Communicator& comm, BufferResource& br, const TableSource& input,
   }
   s.insert_finished();
   const std::size_t limit = br.limit(device ? MemoryType::DEVICE : MemoryType::HOST);
-  const std::size_t budget =
-      options.merge_bytes != 0 ? options.merge_bytes
-                               : (limit == unlimited_bytes ? unlimited_bytes : limit / 8);
+  const std::size_t budget = options.merge_bytes != 0
+                                 ? options.merge_bytes
+                                 : (limit == unlimited_bytes ? unlimited_bytes : limit / 8);
   for (std::size_t done = 0; done < s.local_partitions().size(); ++done) {
     const PartID pid = s.wait_any(comm.timeout());
     Table groups = merged(s, pid, partial_schema, keys.size(), plan, device, budget, br);

@@ -123,6 +123,20 @@ void insert_pieces(Shuffler& s, Table first, const TableSource& next, const Tabl
   s.insert_finished();
 }
 
+/// `first` and every further piece of `next`, concatenated (on the GPU for device memory).
+Table whole(Table first, const TableSource& next, const Table& schema, bool device,
+            BufferResource& br) {
+  std::vector<Table> pieces;
+  for (std::optional<Table> piece = std::move(first); piece; piece = next()) {
+    detail::check_piece(*piece, schema, device);
+    pieces.push_back(std::move(*piece));
+  }
+  if (pieces.size() == 1) return std::move(pieces.front());
+  std::vector<TableView> views;
+  for (const Table& t : pieces) views.push_back(t.view());
+  return device ? gpu::concat(views, br, br.stream()) : concat(views, br);
+}
+
 /// Every rank's `right` (packed here, in its memory), unpacked and concatenated into one
 /// table in the same memory: the broadcast plan's right side.
 Table allgather_table(Communicator& comm, BufferResource& br, const TableView& right, bool device,
@@ -226,6 +240,17 @@ JoinPlan hash_join(Communicator& comm, BufferResource& br, const TableSource& le
   check_keys(lschema, left_keys, rschema, right_keys, options.type);
   const JoinPlan plan =
       detail::choose_plan(comm, br, options, lschema, rschema, device, std::nullopt);
+  if (plan.kind == JoinPlan::Kind::broadcast) {
+    const Table all =
+        allgather_table(comm, br, whole(std::move(r), right, rschema, device, br).view(), device,
+                        static_cast<OpID>(options.op + 2));
+    for (std::optional<Table> piece = std::move(l); piece; piece = left()) {
+      detail::check_piece(*piece, lschema, device);
+      join_pair(piece->view(), left_keys, all.view(), right_keys, plan, options.type, br,
+                static_cast<std::uint32_t>(comm.rank()), out);
+    }
+    return plan;
+  }
   Shuffler ls(comm, options.op, plan.partitions, br);
   Shuffler rs(comm, static_cast<OpID>(options.op + 1), plan.partitions, br);
   insert_pieces(ls, std::move(l), left, lschema, left_keys, plan.partitions, device, br,

@@ -86,12 +86,13 @@ JoinPlan choose_plan(Communicator& comm, const BufferResource& br, const HashJoi
   const std::size_t broadcast_max = limit == unlimited_bytes
                                         ? options.broadcast_bytes
                                         : std::min(options.broadcast_bytes, limit / 8);
-  if (plan.sizes_known && options.partitions == 0 && options.type != JoinType::full &&
+  if (!plan.sizes_known && options.right_bytes != 0) plan.right_bytes = options.right_bytes;
+  const bool right_known = plan.sizes_known || options.right_bytes != 0;
+  if (right_known && options.partitions == 0 && options.type != JoinType::full &&
       options.broadcast_bytes != 0 && plan.right_bytes <= broadcast_max) {
     plan.kind = JoinPlan::Kind::broadcast;
     return plan;
   }
-  if (!plan.sizes_known && options.right_bytes != 0) plan.right_bytes = options.right_bytes;
   if (options.partitions != 0) {
     plan.partitions = options.partitions;
   } else if (!plan.sizes_known && plan.right_bytes == 0) {  // a source of unknown size

@@ -135,7 +135,7 @@ TEST(GroupByOp, OnTheGpuEqualsTheLocalGroupByOfTheWholeInput) {
     SPILLWAY_SKIP_UNLESS_LIVE(br, MemoryType::DEVICE);
   }
   for (int n : {1, 3}) check(n, {0}, true, 0, -1, 1);
-  check(2, {0, 3}, true, 1, 0, 3);  // a 1 MiB device limit, a rank without rows
+  check(2, {0, 3}, true, 1, 0, 3);                      // a 1 MiB device limit, a rank without rows
   check(3, {0}, true, 1, -1, 100, 20000, Merge{2, 0});  // partials outgrow the device limit
   check(2, {0, 3}, true, 0, -1, 6, 4000, Merge{3, 1});  // one chunk at a time
 }

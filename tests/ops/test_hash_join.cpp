@@ -223,6 +223,7 @@ TEST(HashJoin, ThePlanOfSourcesTakesTheRightSidesSizeWhenGiven) {
   EXPECT_FALSE(p.sizes_known);
   o.right_bytes = 100 << 10;
   o.partition_bytes = 10 << 10;
+  o.broadcast_bytes = 0;  // (else a right side this small is broadcast)
   p = ops::hash_join(*comm, br, three_pieces(t, MemoryType::HOST, br), k,
                      three_pieces(t, MemoryType::HOST, br), k, o, ignore);
   EXPECT_EQ(p.partitions, 10u) << to_string(p);
@@ -283,8 +284,10 @@ namespace {
 /// The plan hash_join chooses with `o` (partitions left to it) on `nranks` local ranks, each
 /// with its part of a 3000-row left and 1500-row right side, and whether its output equals
 /// the local join of the whole inputs; each rank's chunks are checked to come with the
-/// rank's number as their partition under the broadcast plan.
-ops::JoinPlan plan_and_check(int nranks, const ops::HashJoinOptions& o, bool device = false) {
+/// rank's number as their partition under the broadcast plan. `pieces`: the sides as sources
+/// of three pieces.
+ops::JoinPlan plan_and_check(int nranks, const ops::HashJoinOptions& o, bool device = false,
+                             bool pieces = false) {
   test::TempDir dir;
   const std::vector<std::size_t> keys{0, 3};
   TableChecksum want;
@@ -311,16 +314,18 @@ ops::JoinPlan plan_and_check(int nranks, const ops::HashJoinOptions& o, bool dev
         Table l = copy_table(part(comm.rank(), 3000 / nranks, 1, -1, br), to, br, br.stream());
         Table r = copy_table(part(comm.rank(), 1500 / nranks, 2, -1, br), to, br, br.stream());
         std::optional<Rank> broadcast_partition;
-        const ops::JoinPlan p = ops::hash_join(
-            comm, br, std::move(l), keys, std::move(r), keys, o,
-            [&](std::uint32_t partition, Table&& t) {
-              EXPECT_EQ(t.column(0).data().mem_type(), to);
-              const TableChecksum c =
-                  device ? gpu::checksum(t.view(), br, br.stream()) : checksum(t.view());
-              broadcast_partition = static_cast<Rank>(partition);
-              std::lock_guard lock(m);
-              got += c;
-            });
+        const auto out = [&](std::uint32_t partition, Table&& t) {
+          EXPECT_EQ(t.column(0).data().mem_type(), to);
+          const TableChecksum c =
+              device ? gpu::checksum(t.view(), br, br.stream()) : checksum(t.view());
+          broadcast_partition = static_cast<Rank>(partition);
+          std::lock_guard lock(m);
+          got += c;
+        };
+        const ops::JoinPlan p =
+            pieces ? ops::hash_join(comm, br, three_pieces(l, to, br), keys,
+                                    three_pieces(r, to, br), keys, o, out)
+                   : ops::hash_join(comm, br, std::move(l), keys, std::move(r), keys, o, out);
         if (p.kind == ops::JoinPlan::Kind::broadcast) {
           EXPECT_EQ(broadcast_partition, comm.rank()) << "a rank's chunks are its own partition";
         }
@@ -368,6 +373,23 @@ TEST(HashJoin, ThePlanBroadcastsASmallRightSideAndSizesPartitions) {
   EXPECT_EQ(plan_and_check(3, sized).partitions, 3u);
 }
 
+// Sources whose right side's size is given and small: the broadcast plan (the right pieces
+// concatenated and allgathered, each left piece joined against them as it comes); without the
+// size, the shuffle plan.
+TEST(HashJoin, SourcesWithASmallRightSideOfKnownSizeAreBroadcast) {
+  for (int n : {1, 3}) {
+    for (JoinType t : {JoinType::inner, JoinType::left_anti}) {
+      SCOPED_TRACE(std::to_string(n) + " ranks, " + to_string(t));
+      ops::HashJoinOptions o;
+      o.type = t;
+      o.right_bytes = 100 << 10;
+      EXPECT_EQ(plan_and_check(n, o, false, true).kind, ops::JoinPlan::Kind::broadcast);
+      o.right_bytes = 0;
+      EXPECT_EQ(plan_and_check(n, o, false, true).kind, ops::JoinPlan::Kind::shuffle);
+    }
+  }
+}
+
 TEST(HashJoin, OnTheGpuTheBroadcastPlanJoinsInDeviceMemory) {
   {
     test::TempDir dir;
@@ -378,6 +400,8 @@ TEST(HashJoin, OnTheGpuTheBroadcastPlanJoinsInDeviceMemory) {
     ops::HashJoinOptions o;
     o.type = t;
     EXPECT_EQ(plan_and_check(3, o, true).kind, ops::JoinPlan::Kind::broadcast);
+    o.right_bytes = 100 << 10;  // sources in device memory
+    EXPECT_EQ(plan_and_check(2, o, true, true).kind, ops::JoinPlan::Kind::broadcast);
   }
   ops::HashJoinOptions sized;
   sized.broadcast_bytes = 0;

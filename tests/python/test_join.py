@@ -84,6 +84,46 @@ def test_hash_join_on_local_ranks_equals_duckdb(tmp_path, nranks, how):
     assert all(peak <= 1 << 20 for _, peak in results)
 
 
+def test_hash_join_in_chunks_reports_its_plan_and_stops_when_its_consumer_does():
+    left, right = side(3000, 9, "a"), side(2000, 10, "b")
+    want = duck(left, right, ["k"], "inner")
+
+    def rank(comm, br):
+        # Output chunks of at most 16 KiB: more than one, all of the join.
+        chunks = spillway.hash_join(left, right, ["k"], comm, br, chunk_bytes=16 << 10,
+                                    partitions=3)
+        got = [t for _, t in chunks]
+        assert len(got) > 3
+        assert "shuffle join: both sides hashed into 3 partitions" in chunks.plan
+        assert rows(pa.concat_tables(got)) == rows(want)
+        # A small right side whose size is given: the broadcast plan.
+        chunks = spillway.hash_join(left, right, ["k"], comm, br, op_id=10,
+                                    right_bytes=right.nbytes)
+        assert sum(t.num_rows for _, t in chunks) == want.num_rows
+        assert chunks.plan.startswith("broadcast join")
+        # A consumer that stops after one chunk: the join ends, nothing hangs.
+        chunks = spillway.hash_join(left, right, ["k"], comm, br, chunk_bytes=16 << 10,
+                                    op_id=20)
+        next(chunks)
+        chunks.close()
+        assert chunks.plan is None
+
+        # An error inside the join (a source that fails) is raised to the consumer.
+        def failing():
+            yield left.slice(0, 10)
+            raise RuntimeError("the source broke")
+        with pytest.raises(RuntimeError, match="the source broke"):
+            list(spillway.hash_join(failing(), right, ["k"], comm, br, op_id=30))
+        with pytest.raises(spillway.UsageError, match="not one of"):
+            spillway.hash_join(left, right, ["nope"], comm, br)
+        with pytest.raises(spillway.UsageError, match="how="):
+            spillway.hash_join(left, right, ["k"], comm, br, how="outer")
+        with pytest.raises(spillway.UsageError, match="int64 on the left and string"):
+            list(spillway.hash_join(left, right, ["k"], comm, br, right_on=["s"], op_id=40))
+
+    spillway.comm.local(1, rank, use_gpu=False)
+
+
 def test_join_errors_are_usage_errors(br):
     left, right = side(10, 5, "a"), side(10, 6, "b")
     with pytest.raises(spillway.UsageError, match="how="):

@@ -6,8 +6,8 @@
 /// are all in: counts and sums are summed, minima and maxima taken again, means made from
 /// their sums and counts. A partition's partials are merged a batch at a time (merge_bytes of
 /// them, the rest held spillable meanwhile), so a partition whose partials outgrow the limit
-/// still completes as long as its groups fit. Tables in device memory are aggregated, partitioned and
-/// concatenated on the GPU (table/gpu_groupby.hpp), on the buffer resource's stream.
+/// still completes as long as its groups fit. Tables in device memory are aggregated, partitioned
+/// and concatenated on the GPU (table/gpu_groupby.hpp), on the buffer resource's stream.
 
 #include <spillway/comm/communicator.hpp>
 #include <spillway/memory/buffer_resource.hpp>

@@ -43,8 +43,8 @@ struct HashJoinOptions {
   std::size_t partition_bytes{0};
   /// The right side is broadcast (allgathered) instead of shuffled when its global size is at
   /// most this and at most an eighth of the tier's limit; 0: never. Not for full joins (a
-  /// right row unmatched on one rank may match on another), for sources, nor when
-  /// `partitions` is set.
+  /// right row unmatched on one rank may match on another), for sources without
+  /// `right_bytes`, nor when `partitions` is set.
   std::size_t broadcast_bytes{std::size_t{16} << 20};
   /// Output chunks of about this many bytes; 0: 64 MiB on the CPU, 256 MiB on the GPU, at most
   /// an eighth of the tier's limit.
@@ -83,6 +83,8 @@ JoinPlan hash_join(Communicator& comm, BufferResource& br, Table&& left,
 /// hash_join of inputs given a piece at a time (a side larger than memory): each piece is
 /// partitioned (on the GPU for device memory) and inserted into the shuffle, where it stays
 /// spillable, before the next is asked for, so that a side need never be whole in memory.
+/// Under the broadcast plan (options.right_bytes small), the right side's pieces are
+/// concatenated and allgathered, and each left piece is joined against them as it comes.
 /// Outputs as for tables handed over. Each source must give at least one piece (one without
 /// rows for none).
 /// @throws as above; spillway::logic_error for a source without pieces, or pieces of another
