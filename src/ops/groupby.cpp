@@ -3,11 +3,11 @@
 #include <spillway/ops/groupby.hpp>
 
 #include <spillway/core/error.hpp>
-#include <spillway/memory/spillable_store.hpp>
 #include <spillway/shuffle/shuffler.hpp>
 #include <spillway/table/gpu.hpp>
 #include <spillway/table/gpu_groupby.hpp>
 #include <spillway/table/pack.hpp>
+#include <spillway/table/spillable_tables.hpp>
 
 #include "ops/detail/pieces.hpp"
 
@@ -58,7 +58,7 @@ Table aggregate(const TableView& t, std::span<const std::size_t> keys,
 /// One local partition's partials aggregated into its groups (the partial schema: keys, then
 /// the partials). The chunks go in batches of at most `budget` bytes (at least one chunk),
 /// each concatenated with the groups so far and aggregated again; the chunks not yet taken
-/// wait in a SpillableStore, so that the tiers can move them down meanwhile.
+/// wait in SpillableTables, so that the tiers can move them down meanwhile.
 Table merged(Shuffler& s, PartID pid, const Table& partial_schema, std::size_t nkeys,
              const Plan& plan, bool device, std::size_t budget, BufferResource& br) {
   std::vector<std::size_t> keys(nkeys);
@@ -71,28 +71,20 @@ Table merged(Shuffler& s, PartID pid, const Table& partial_schema, std::size_t n
                   : unpack_and_concat(std::move(batch), br);
   };
   if (chunks.empty()) return aggregate(partial_schema.view(), keys, plan.final, device, br);
-  if (bytes <= budget)
+  if (bytes <= budget) {
     return aggregate(unpacked(std::move(chunks)).view(), keys, plan.final, device, br);
-  SpillableStore waiting(br);
-  struct Held {
-    SpillableStore::Key key;
-    std::size_t bytes;
-    std::vector<std::uint8_t> metadata;
-  };
-  std::vector<Held> held;
-  for (PackedData& c : chunks) {
-    const std::size_t n = c.payload->size();
-    held.push_back(Held{waiting.insert(std::move(c.payload)), n, std::move(c.metadata)});
   }
+  SpillableTables waiting(br);
+  for (PackedData& c : chunks) waiting.push(std::move(c));
   chunks.clear();
   std::optional<Table> groups;
-  for (std::size_t next = 0; next < held.size();) {
+  while (waiting.size() > 0) {
     std::vector<PackedData> batch;
-    for (std::size_t taken = 0; next < held.size(); ++next) {
-      Held& h = held[next];
-      if (!batch.empty() && taken + h.bytes > budget) break;
-      taken += h.bytes;
-      batch.push_back(PackedData{std::move(h.metadata), waiting.extract(h.key)});
+    std::size_t taken = 0;
+    for (auto next = waiting.front_bytes(); next; next = waiting.front_bytes()) {
+      if (!batch.empty() && taken + *next > budget) break;
+      taken += *next;
+      batch.push_back(*waiting.pop_packed());
     }
     Table part = unpacked(std::move(batch));
     if (groups) {

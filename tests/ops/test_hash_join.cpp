@@ -11,9 +11,11 @@
 #include <spillway/table/generator.hpp>
 #include <spillway/table/gpu.hpp>
 #include <spillway/table/pack.hpp>
+#include <spillway/table/spillable_tables.hpp>
 
 #include "common.hpp"
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -407,4 +409,47 @@ TEST(HashJoin, OnTheGpuTheBroadcastPlanJoinsInDeviceMemory) {
   sized.broadcast_bytes = 0;
   sized.partition_bytes = 20 << 10;
   EXPECT_GT(plan_and_check(2, sized, true).partitions, 2u);
+}
+
+// An output larger than the 2 MiB host limit of each of 2 ranks, kept in SpillableTables
+// as it comes: it waits on disk, and all of it comes back equal to the local join.
+TEST(HashJoin, AnOutputLargerThanTheLimitIsKeptSpillable) {
+  test::TempDir dir;
+  const std::vector<std::size_t> keys{0};
+  TableChecksum want;
+  {
+    BufferResource br(test::host_config(dir.path()));
+    const Table l0 = part(0, 3000, 1, -1, br), l1 = part(1, 3000, 1, -1, br);
+    const Table r0 = part(0, 1500, 2, -1, br), r1 = part(1, 1500, 2, -1, br);
+    const std::array<TableView, 2> lv{l0.view(), l1.view()}, rv{r0.view(), r1.view()};
+    want = checksum(
+        hash_join(concat(lv, br).view(), keys, concat(rv, br).view(), keys, JoinType::inner, br)
+            .view());
+  }
+  auto cfg = test::host_config(dir.path());
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(2 * MiB);
+  std::mutex m;
+  TableChecksum got;
+  std::size_t on_disk = 0;
+  const int rc = run_ranks(RankKind::local, 2, cfg, [&](Communicator& comm, BufferResource& br) {
+    SpillableTables kept(br);
+    {
+      const Table l = part(comm.rank(), 3000, 1, -1, br);
+      const Table r = part(comm.rank(), 1500, 2, -1, br);
+      ops::hash_join(comm, br, l.view(), keys, r.view(), keys, {},
+                     [&](std::uint32_t, Table&& t) { kept.push(std::move(t)); });
+    }
+    const std::size_t disk = kept.bytes_in(MemoryType::DISK);
+    TableChecksum mine;
+    while (std::optional<Table> t = kept.pop(MemoryType::HOST)) mine += checksum(t->view());
+    EXPECT_LE(br.peak(MemoryType::HOST), 2 * MiB);
+    std::lock_guard lock(m);
+    got += mine;
+    on_disk += disk;
+    return 0;
+  });
+  EXPECT_EQ(rc, 0);
+  EXPECT_GT(on_disk, 2 * MiB);  // more than a rank can hold
+  EXPECT_GT(want.rows, 50000u);
+  EXPECT_EQ(got, want) << "rows " << got.rows << ", want " << want.rows;
 }

@@ -9,8 +9,9 @@
 /// - the broadcast plan: the right side, when small, is allgathered, and each rank joins its
 ///   own left rows against all of it (no shuffle of the left side).
 /// The output comes in chunks of bounded size (table/join.hpp's chunked join), so a join whose
-/// output is many times its inputs never holds more than one chunk. Tables in device memory
-/// are partitioned, concatenated and joined on the GPU (table/gpu_join.hpp), on the buffer
+/// output is many times its inputs never holds more than one chunk; a consumer that keeps the
+/// chunks keeps them spillable in a SpillableTables (table/spillable_tables.hpp). Tables in device
+/// memory are partitioned, concatenated and joined on the GPU (table/gpu_join.hpp), on the buffer
 /// resource's stream.
 #include <spillway/comm/communicator.hpp>
 #include <spillway/memory/buffer_resource.hpp>
