@@ -141,25 +141,27 @@ void groupby(Communicator& comm, BufferResource& br, const TableSource& input,
   const std::uint32_t partitions =
       options.partitions != 0 ? options.partitions : static_cast<std::uint32_t>(comm.nranks());
   Shuffler s(comm, options.op, partitions, br);
-  for (std::optional<Table> piece = std::move(first); piece; piece = input()) {
-    detail::check_piece(*piece, schema, device);
-    if (piece->num_rows() == 0) continue;
-    const Table partial = aggregate(piece->view(), keys, plan.partial, device, br);
-    piece.reset();
-    auto chunks =
-        detail::partitioned(partial.view(), partial_keys, partitions, device, br, options.seed);
-    if (!chunks.empty()) s.insert(std::move(chunks));
-  }
-  s.insert_finished();
-  const std::size_t limit = br.limit(device ? MemoryType::DEVICE : MemoryType::HOST);
-  const std::size_t budget = options.merge_bytes != 0
-                                 ? options.merge_bytes
-                                 : (limit == unlimited_bytes ? unlimited_bytes : limit / 8);
-  for (std::size_t done = 0; done < s.local_partitions().size(); ++done) {
-    const PartID pid = s.wait_any(comm.timeout());
-    Table groups = merged(s, pid, partial_schema, keys.size(), plan, device, budget, br);
-    out(pid, finish(std::move(groups), keys.size(), aggregations, plan, device, br));
-  }
+  detail::naming_failed_peers(comm, {&s}, [&] {
+    for (std::optional<Table> piece = std::move(first); piece; piece = input()) {
+      detail::check_piece(*piece, schema, device);
+      if (piece->num_rows() == 0) continue;
+      const Table partial = aggregate(piece->view(), keys, plan.partial, device, br);
+      piece.reset();
+      auto chunks =
+          detail::partitioned(partial.view(), partial_keys, partitions, device, br, options.seed);
+      if (!chunks.empty()) s.insert(std::move(chunks));
+    }
+    s.insert_finished();
+    const std::size_t limit = br.limit(device ? MemoryType::DEVICE : MemoryType::HOST);
+    const std::size_t budget = options.merge_bytes != 0
+                                   ? options.merge_bytes
+                                   : (limit == unlimited_bytes ? unlimited_bytes : limit / 8);
+    for (std::size_t done = 0; done < s.local_partitions().size(); ++done) {
+      const PartID pid = s.wait_any(comm.timeout());
+      Table groups = merged(s, pid, partial_schema, keys.size(), plan, device, budget, br);
+      out(pid, finish(std::move(groups), keys.size(), aggregations, plan, device, br));
+    }
+  });
 }
 
 }  // namespace spillway::ops

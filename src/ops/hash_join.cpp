@@ -192,12 +192,14 @@ JoinPlan hash_join(Communicator& comm, BufferResource& br, const TableView& left
   }
   Shuffler ls(comm, options.op, plan.partitions, br);
   Shuffler rs(comm, static_cast<OpID>(options.op + 1), plan.partitions, br);
-  ls.insert_finished(
-      detail::partitioned(left, left_keys, plan.partitions, false, br, options.seed));
-  rs.insert_finished(
-      detail::partitioned(right, right_keys, plan.partitions, false, br, options.seed));
-  join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, plan,
-                  out);
+  detail::naming_failed_peers(comm, {&ls, &rs}, [&] {
+    ls.insert_finished(
+        detail::partitioned(left, left_keys, plan.partitions, false, br, options.seed));
+    rs.insert_finished(
+        detail::partitioned(right, right_keys, plan.partitions, false, br, options.seed));
+    join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, plan,
+                    out);
+  });
   return plan;
 }
 
@@ -221,10 +223,12 @@ JoinPlan hash_join(Communicator& comm, BufferResource& br, Table&& left,
   }
   Shuffler ls(comm, options.op, plan.partitions, br);
   Shuffler rs(comm, static_cast<OpID>(options.op + 1), plan.partitions, br);
-  ls.insert_finished(std::move(left), left_keys, options.seed);
-  rs.insert_finished(std::move(right), right_keys, options.seed);
-  join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, plan,
-                  out);
+  detail::naming_failed_peers(comm, {&ls, &rs}, [&] {
+    ls.insert_finished(std::move(left), left_keys, options.seed);
+    rs.insert_finished(std::move(right), right_keys, options.seed);
+    join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, plan,
+                    out);
+  });
   return plan;
 }
 
@@ -253,12 +257,14 @@ JoinPlan hash_join(Communicator& comm, BufferResource& br, const TableSource& le
   }
   Shuffler ls(comm, options.op, plan.partitions, br);
   Shuffler rs(comm, static_cast<OpID>(options.op + 1), plan.partitions, br);
-  insert_pieces(ls, std::move(l), left, lschema, left_keys, plan.partitions, device, br,
-                options.seed);
-  insert_pieces(rs, std::move(r), right, rschema, right_keys, plan.partitions, device, br,
-                options.seed);
-  join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, plan,
-                  out);
+  detail::naming_failed_peers(comm, {&ls, &rs}, [&] {
+    insert_pieces(ls, std::move(l), left, lschema, left_keys, plan.partitions, device, br,
+                  options.seed);
+    insert_pieces(rs, std::move(r), right, rschema, right_keys, plan.partitions, device, br,
+                  options.seed);
+    join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, plan,
+                    out);
+  });
   return plan;
 }
 

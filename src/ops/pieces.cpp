@@ -59,4 +59,31 @@ Table extract_table(Shuffler& s, PartID pid, const Table& schema, bool device, B
   return t.num_columns() == 0 ? empty_like(schema.view(), device, br) : std::move(t);
 }
 
+namespace {
+
+/// An error's message without the "spillway: " that SPILLWAY_FAIL puts before it again.
+std::string without_prefix(const char* what) {
+  const std::string m = what;
+  const std::string prefix = "spillway: ";
+  return m.starts_with(prefix) ? m.substr(prefix.size()) : m;
+}
+
+}  // namespace
+
+void name_failed_peer(const Communicator& comm, std::initializer_list<const Shuffler*> shuffles,
+                      const std::exception& oom) {
+  for (const Shuffler* s : shuffles) {
+    const std::exception_ptr failed = s->failure(comm.timeout());
+    if (!failed) continue;
+    try {
+      std::rethrow_exception(failed);
+    } catch (const comm_error& e) {
+      SPILLWAY_FAIL(without_prefix(e.what()) +
+                        "; before that, this rank ran out of memory: " + without_prefix(oom.what()),
+                    comm_error);
+    } catch (...) {  // another kind of failure: the out_of_memory is reported
+    }
+  }
+}
+
 }  // namespace spillway::ops::detail

@@ -75,6 +75,7 @@ ProgressThread::Progress Shuffler::Impl::progress() {
     complete_transfers();
     complete_direct();
     std::lock_guard lock(mutex);
+    note_oldest_transfer();
     if (!inserts_done || !outgoing.empty() || !sends.empty() || !receives.empty() ||
         !deferred.empty() || finishes != n || !direct_out.empty() || !direct_sends.empty() ||
         !direct.empty() || incomplete != 0) {
@@ -315,6 +316,30 @@ void Shuffler::insert_finished(Table&& table, std::span<const std::size_t> keys,
   s.finish(std::move(chunks), placed.groups);
 }
 
+std::exception_ptr Shuffler::failure(std::chrono::milliseconds timeout) const {
+  Impl& s = *impl_;
+  std::unique_lock lock(s.mutex);
+  for (;;) {
+    if (s.error) return s.error;
+    const std::shared_ptr<const detail::Request> o = s.oldest_transfer;
+    if (!o) return nullptr;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - o->posted >= timeout) {
+      try {
+        SPILLWAY_FAIL(s.comm.logger().prefix() + "shuffle: the " + o->describe() +
+                          " has not completed in " + std::to_string(timeout.count()) +
+                          " ms: the peer is dead or stuck",
+                      comm_error);
+      } catch (...) {
+        return std::current_exception();
+      }
+    }
+    // In slices: the progress thread notes its transfers on each pass, without a notification.
+    s.cv.wait_for(lock, std::min<std::chrono::steady_clock::duration>(
+                            o->posted + timeout - now, std::chrono::milliseconds(10)));
+  }
+}
+
 std::optional<PartID> Shuffler::try_wait_any(std::chrono::milliseconds timeout) {
   Impl& s = *impl_;
   std::unique_lock lock(s.mutex);
@@ -346,9 +371,16 @@ PartID Shuffler::wait_any(std::chrono::milliseconds timeout) {
 std::string Shuffler::status() const {
   const Impl& s = *impl_;
   std::lock_guard lock(s.mutex);
+  std::string oldest;
+  if (s.oldest_transfer) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - s.oldest_transfer->posted);
+    oldest = "; in flight the longest: the " + s.oldest_transfer->describe() + ", for " +
+             std::to_string(ms.count()) + " ms";
+  }
   return "(" + std::to_string(s.finishes) + " of " + std::to_string(s.n) +
          " ranks finished inserting; " + std::to_string(s.outgoing.size()) +
-         " chunks still to send)" + s.missing();
+         " chunks still to send" + oldest + ")" + s.missing();
 }
 
 Table Shuffler::extract_table(PartID pid, MemoryType to) {

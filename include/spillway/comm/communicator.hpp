@@ -49,6 +49,8 @@ class Request {
   const Rank peer;
   const Tag tag;
   const std::size_t bytes;
+  /// When it was posted (for a caller that gives up on a transfer after a timeout).
+  const std::chrono::steady_clock::time_point posted{std::chrono::steady_clock::now()};
 };
 
 }  // namespace detail
@@ -70,6 +72,10 @@ class Future {
   Future(const Future&) = delete;
   Future& operator=(const Future&) = delete;
   [[nodiscard]] const detail::Request& request() const noexcept { return *request_; }
+  /// The request, shared (for a caller that describes it after the future is gone).
+  [[nodiscard]] std::shared_ptr<const detail::Request> shared_request() const noexcept {
+    return request_;
+  }
   [[nodiscard]] const Buffer* buffer() const noexcept { return buffer_.get(); }
 
  private:

@@ -32,6 +32,7 @@
 #include <spillway/table/table.hpp>
 
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
@@ -94,6 +95,13 @@ class Shuffler {
   /// wait_any, but nullopt when no partition completed within `timeout` (for a caller that
   /// waits in slices, to answer a signal in between). Errors throw as for wait_any.
   std::optional<PartID> try_wait_any(std::chrono::milliseconds timeout);
+  /// Why the shuffle cannot go on, for a caller whose step ran out of memory: a transfer with a
+  /// dead peer (a receive it will never fill, a send it will never take) holds its buffer for
+  /// ever, and that peer is then the cause to report. The shuffle's failure if it has one;
+  /// else, while transfers are in flight, waits until the oldest has been in flight for
+  /// `timeout` (a comm_error naming it and its peer), has completed (the next oldest is waited
+  /// for), or none is left (nullptr). Waits at most `timeout`.
+  [[nodiscard]] std::exception_ptr failure(std::chrono::milliseconds timeout) const;
   /// Where the shuffle stands, for an error message: how many ranks finished inserting, the
   /// chunks still to send, and the incomplete local partitions with their chunks so far.
   [[nodiscard]] std::string status() const;

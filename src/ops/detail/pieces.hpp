@@ -2,12 +2,16 @@
 // What the distributed operators share (internal to ops/): pieces of input, their checks, and
 // the way a partition goes into and comes out of a shuffle, on the CPU or the GPU.
 
+#include <spillway/comm/communicator.hpp>
+#include <spillway/core/error.hpp>
 #include <spillway/memory/buffer_resource.hpp>
 #include <spillway/ops/table_source.hpp>
 #include <spillway/shuffle/shuffler.hpp>
 #include <spillway/table/table.hpp>
 
 #include <cstdint>
+#include <exception>
+#include <initializer_list>
 #include <span>
 #include <unordered_map>
 
@@ -36,5 +40,25 @@ std::unordered_map<PartID, PackedData> partitioned(const TableView& table,
 /// A complete partition's chunks unpacked into one table (on the GPU when `device`), or
 /// `schema` without rows when no rank had any.
 Table extract_table(Shuffler& s, PartID pid, const Table& schema, bool device, BufferResource& br);
+
+/// For an out_of_memory `oom` of an operator's step: when one of `shuffles` cannot go on
+/// (Shuffler::failure within the communicator's timeout: a failed peer, or a send that has not
+/// completed in that time and holds its buffer), throws that comm_error, saying that memory
+/// ran out first; else returns, for the caller to rethrow `oom`.
+void name_failed_peer(const Communicator& comm, std::initializer_list<const Shuffler*> shuffles,
+                      const std::exception& oom);
+
+/// Runs `body`, an operator's steps with `shuffles`: an out_of_memory in it that a failed peer
+/// caused becomes that peer's comm_error (name_failed_peer).
+template <class Body>
+void naming_failed_peers(const Communicator& comm, std::initializer_list<const Shuffler*> shuffles,
+                         Body&& body) {
+  try {
+    body();
+  } catch (const out_of_memory& oom) {
+    name_failed_peer(comm, shuffles, oom);
+    throw;
+  }
+}
 
 }  // namespace spillway::ops::detail

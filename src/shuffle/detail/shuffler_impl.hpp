@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -112,6 +113,25 @@ struct Shuffler::Impl {
   /// Under `mutex`.
   [[nodiscard]] bool complete(PartID pid) const {
     return finishes == n && expected[pid] == received[pid];
+  }
+
+  /// Under `mutex`, by the progress thread: oldest_transfer, from every send and receive.
+  void note_oldest_transfer() {
+    const detail::Request* oldest = nullptr;
+    std::shared_ptr<const detail::Request> keep;
+    const auto consider = [&](const Future& f) {
+      if (oldest == nullptr || f.request().posted < oldest->posted) {
+        oldest = &f.request();
+        keep = f.shared_request();
+      }
+    };
+    for (const auto& f : sends) consider(*f);
+    for (const auto& f : direct_sends) consider(*f);
+    for (const auto& r : receives) consider(*r.future);
+    for (const auto& [pid, d] : direct) {
+      for (const auto& f : d.receives) consider(*f);
+    }
+    oldest_transfer = std::move(keep);
   }
 
   /// Under `mutex`: `chunks` more chunks of local partition `pid` arrived.
@@ -232,6 +252,8 @@ struct Shuffler::Impl {
   bool inserts_done{false};
   bool progress_done{false};  // every chunk sent and every local partition complete
   std::exception_ptr error;
+  /// The transfer in flight the longest at the progress thread's last pass (none: null).
+  std::shared_ptr<const detail::Request> oldest_transfer;
 
   // Used by the progress thread only.
   std::vector<std::unique_ptr<Future>> sends;
