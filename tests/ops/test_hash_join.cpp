@@ -49,7 +49,7 @@ Table part(Rank r, std::size_t rows_per_rank, std::uint64_t seed, Rank empty_ran
 /// device memory handed over (the GPU join), or either given in pieces.
 enum class Input { views, owned, device, host_pieces, device_pieces };
 
-/// A source of `t` in three pieces (the last may be empty), copied into `to`.
+/// A source of host table `t` in three pieces (the last may be empty), copied into `to`.
 ops::TableSource three_pieces(const Table& t, MemoryType to, BufferResource& br) {
   auto pieces = std::make_shared<std::vector<Table>>();
   const std::size_t n = t.num_rows();
@@ -313,8 +313,10 @@ ops::JoinPlan plan_and_check(int nranks, const ops::HashJoinOptions& o, bool dev
   const int rc =
       run_ranks(RankKind::local, nranks, cfg, [&](Communicator& comm, BufferResource& br) {
         const MemoryType to = device ? MemoryType::DEVICE : MemoryType::HOST;
-        Table l = copy_table(part(comm.rank(), 3000 / nranks, 1, -1, br), to, br, br.stream());
-        Table r = copy_table(part(comm.rank(), 1500 / nranks, 2, -1, br), to, br, br.stream());
+        // (Host tables for three_pieces, which copies each piece into `to`.)
+        const MemoryType whole = pieces ? MemoryType::HOST : to;
+        Table l = copy_table(part(comm.rank(), 3000 / nranks, 1, -1, br), whole, br, br.stream());
+        Table r = copy_table(part(comm.rank(), 1500 / nranks, 2, -1, br), whole, br, br.stream());
         std::optional<Rank> broadcast_partition;
         const auto out = [&](std::uint32_t partition, Table&& t) {
           EXPECT_EQ(t.column(0).data().mem_type(), to);
