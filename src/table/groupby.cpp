@@ -1,6 +1,6 @@
 // The local hash group-by (groupby.hpp): rows hashed on their keys, each row's group found in
-// a chained hash table of the groups' first rows, then every aggregation accumulated per group
-// a column at a time.
+// an open-addressed table of the groups (grown as they come), then every aggregation
+// accumulated per group a column at a time.
 #include <spillway/table/groupby.hpp>
 
 #include <spillway/core/error.hpp>
@@ -178,40 +178,119 @@ std::string aggregate_name(const TableView& table, const Aggregation& a) {
 
 }  // namespace detail
 
+namespace {
+
+/// Each row's group (ids dense, in order of first appearance) and each group's first row.
+struct Groups {
+  std::vector<std::uint32_t> of_row;
+  std::vector<std::int64_t> first;
+};
+
+/// Groups of rows with hashes `h`, by open addressing (linear probing) over slots of a hash and
+/// a group, grown to keep them at most half full: a row's key is compared (`same(group, row)`)
+/// only with the groups of its own hash, and the slots, not the rows, are what grows.
+/// `fresh(row)` is called as a row starts a new group.
+template <typename Same, typename Fresh>
+void find_groups(const std::vector<std::uint32_t>& h, Groups& out, Same&& same, Fresh&& fresh) {
+  struct Slot {
+    std::uint32_t hash;
+    std::uint32_t group;  // + 1; 0: empty
+  };
+  std::vector<Slot> slots(1024, Slot{0, 0});
+  std::size_t mask = slots.size() - 1;
+  const auto place = [&](std::vector<Slot>& into, std::size_t m, Slot s) {
+    std::size_t b = detail::spread_hash(s.hash) & m;
+    while (into[b].group != 0) b = (b + 1) & m;
+    into[b] = s;
+  };
+  for (std::size_t r = 0; r < h.size(); ++r) {
+    const std::uint32_t hr = h[r];
+    std::size_t b = detail::spread_hash(hr) & mask;
+    std::uint32_t g = 0;
+    for (;; b = (b + 1) & mask) {
+      const Slot s = slots[b];
+      if (s.group == 0) break;
+      if (s.hash == hr && same(s.group - 1, r)) {
+        g = s.group;
+        break;
+      }
+    }
+    if (g == 0) {
+      g = static_cast<std::uint32_t>(out.first.size() + 1);
+      out.first.push_back(static_cast<std::int64_t>(r));
+      fresh(r);
+      slots[b] = Slot{hr, g};
+      if (2 * out.first.size() > slots.size()) {  // grow: re-place every slot by its hash
+        std::vector<Slot> bigger(2 * slots.size(), Slot{0, 0});
+        for (const Slot& s : slots) {
+          if (s.group != 0) place(bigger, bigger.size() - 1, s);
+        }
+        slots = std::move(bigger);
+        mask = slots.size() - 1;
+      }
+    }
+    out.of_row[r] = g - 1;
+  }
+}
+
+/// The groups of the rows of `kv` (key columns; nulls one group). One integer key column is
+/// compared by its value kept per group (one load beside the slot's); others by keys_equal
+/// with the group's first row.
+Groups group_rows(const TableView& kv, std::size_t n) {
+  std::vector<std::uint32_t> h(n);
+  if (n > 0) hash_rows(kv, 0, n, default_hash_seed, h.data());
+  Groups out;
+  out.of_row.resize(n);
+  bool done = false;
+  if (kv.columns.size() == 1 && kv.columns[0].type != TypeId::STRING) {
+    const ColumnView& c = kv.columns[0];
+    done = detail::dispatch_fixed(c.type, [&]<typename T>() {
+      if constexpr (!std::is_integral_v<T>) {
+        return false;
+      } else {
+        std::vector<T> value;  // per group
+        std::vector<std::uint8_t> valid;
+        find_groups(
+            h, out,
+            [&](std::uint32_t g, std::size_t r) {
+              if (valid[g] == 0 || !c.is_valid(r)) return valid[g] == 0 && !c.is_valid(r);
+              return value[g] == c.value<T>(r);
+            },
+            [&](std::size_t r) {
+              const bool v = c.is_valid(r);
+              value.push_back(v ? c.value<T>(r) : T{});
+              valid.push_back(v ? 1 : 0);
+            });
+        return true;
+      }
+    });
+  }
+  if (!done) {
+    find_groups(
+        h, out,
+        [&](std::uint32_t g, std::size_t r) {
+          return detail::keys_equal(kv, static_cast<std::size_t>(out.first[g]), kv, r, true);
+        },
+        [](std::size_t) {});
+  }
+  return out;
+}
+
+}  // namespace
+
 Table groupby(const TableView& table, std::span<const std::size_t> keys,
               std::span<const Aggregation> aggregations, BufferResource& br) {
   const TableView kv = detail::groupby_keys(table, keys, aggregations);
   const std::size_t n = table.num_rows();
   SPILLWAY_EXPECTS(n < std::numeric_limits<std::uint32_t>::max(),
                    "groupby: more than 2^32 - 1 rows in one call");
-  std::vector<std::uint32_t> h(n);
-  if (n > 0) hash_rows(kv, 0, n, default_hash_seed, h.data());
-  const std::size_t buckets = std::bit_ceil(std::max<std::size_t>(2 * n, 16));
-  std::vector<std::int64_t> head(buckets, -1);  // a group's id
-  std::vector<std::int64_t> next;               // the next group of the same bucket
-  std::vector<std::int64_t> first;              // a group's first row
-  std::vector<std::uint32_t> group(n);
-  for (std::size_t r = 0; r < n; ++r) {
-    const std::size_t b = detail::spread_hash(h[r]) & (buckets - 1);
-    std::int64_t g = head[b];
-    while (g >= 0) {
-      const auto f = static_cast<std::size_t>(first[static_cast<std::size_t>(g)]);
-      if (h[f] == h[r] && detail::keys_equal(kv, f, kv, r, true)) break;
-      g = next[static_cast<std::size_t>(g)];
-    }
-    if (g < 0) {
-      g = static_cast<std::int64_t>(first.size());
-      first.push_back(static_cast<std::int64_t>(r));
-      next.push_back(head[b]);
-      head[b] = g;
-    }
-    group[r] = static_cast<std::uint32_t>(g);
-  }
-  Table key_table = gather(kv, first, br);
+  const Groups groups = group_rows(kv, n);
+  Table key_table = gather(kv, groups.first, br);
   std::vector<std::string> names = key_table.names();
   std::vector<Column> columns = std::move(key_table).release();
   for (const Aggregation& a : aggregations) {
-    columns.push_back(aggregate(table.columns[a.column], a.op, group, first.size(), br));
+    columns.push_back(
+        aggregate(table.columns[a.column], a.op, groups.of_row, groups.first.size(), br));
     names.push_back(detail::aggregate_name(table, a));
   }
   return Table(std::move(columns), std::move(names));
