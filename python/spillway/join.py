@@ -71,7 +71,9 @@ def _source(data: Any, keys: Sequence[int | str], br: _spillway.BufferResource,
     its key columns' indices, from its first batch (read here, so that a bad key is a
     UsageError before anything is sent)."""
     it = batches(_in_slices(data, batch_rows), br)
-    first = next(it)
+    first = next(it, None)
+    if first is None:
+        raise UsageError("hash_join: a side gave no table (give an empty one with its schema)")
     keys_at = _key_indices(keys, first.column_names)
     pending = [first]
 
@@ -86,69 +88,89 @@ class JoinChunks:
     """The iterator hash_join returns: (partition, chunk) as the join makes them, while the join
     goes on in a thread of its own (without the GIL but in its callbacks) and waits for each
     chunk to be taken, so that one chunk at a time is held. `plan` is the plan it ran (in
-    words), once the iterator is exhausted. When the consumer stops early (close(), or the
-    iterator collected), the join's next chunk raises in the join, which ends it."""
+    words), once the iterator is exhausted. When the consumer stops early (close(), or drops
+    the iterator), the join's next chunk raises in the join, which ends it."""
 
     def __init__(self, run: Callable[[Callable[[int, Any], None]], str], bar: _Progress):
         self.plan: str | None = None
         self._bar = bar
-        self._items: queue.Queue = queue.Queue(maxsize=1)
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._work, args=(run,), daemon=True,
-                                        name="spillway-hash-join")
         self._handed = 0
-        self._gen = self._taken()
+        self._done = False
+        # The thread holds the handoff, not this object, so that dropping this stops the join.
+        self._handoff = _Handoff()
+        self._thread = threading.Thread(target=_Handoff.work, args=(self._handoff, run),
+                                        daemon=True, name="spillway-hash-join")
         self._thread.start()
 
     def __iter__(self) -> "JoinChunks":
         return self
 
     def __next__(self) -> tuple[int, Any]:
-        return next(self._gen)
+        if self._done:
+            raise StopIteration
+        try:
+            while True:
+                try:
+                    item = self._handoff.items.get(timeout=_POLL_SECONDS)  # Ctrl-C is seen
+                except queue.Empty:
+                    continue
+                break
+        except BaseException:
+            self._finish(wait=False)  # (the join may be in a wait of its own)
+            raise
+        if isinstance(item, _Done):
+            self._finish(wait=True)
+            if item.error is not None:
+                raise item.error
+            self.plan = item.plan
+            raise StopIteration
+        pid, table = item
+        self._handed += 1
+        self._bar.update(self._handed)
+        return pid, (table if table.on_gpu else to_arrow(table))
 
     def close(self) -> None:
-        self._gen.close()
+        """Stops the join (its next chunk raises in it) and waits for its thread."""
+        self._finish(wait=True)
 
-    def _offer(self, item: Any) -> bool:
-        while not self._stopped.is_set():
+    def __del__(self) -> None:
+        self._handoff.stopped.set()
+
+    def _finish(self, wait: bool) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._handoff.stopped.set()
+        if wait:
+            self._thread.join()
+        self._bar.close()
+
+
+class _Handoff:
+    """What the join's thread and its consumer share: a queue of one item and a stop flag."""
+
+    def __init__(self) -> None:
+        self.items: queue.Queue = queue.Queue(maxsize=1)
+        self.stopped = threading.Event()
+
+    def offer(self, item: Any) -> bool:
+        while not self.stopped.is_set():
             try:
-                self._items.put(item, timeout=_POLL_SECONDS)
+                self.items.put(item, timeout=_POLL_SECONDS)
                 return True
             except queue.Full:
                 continue
         return False
 
-    def _out(self, pid: int, table: Any) -> None:
-        if not self._offer((pid, table)):
+    def out(self, pid: int, table: Any) -> None:
+        if not self.offer((pid, table)):
             raise UsageError("hash_join: its consumer stopped taking chunks")
 
-    def _work(self, run: Callable[[Callable[[int, Any], None]], str]) -> None:
+    def work(self, run: Callable[[Callable[[int, Any], None]], str]) -> None:
         try:
-            self._offer(_Done(plan=run(self._out)))
+            self.offer(_Done(plan=run(self.out)))
         except BaseException as e:  # handed to the consumer, which raises it
-            self._offer(_Done(error=e))
-
-    def _taken(self) -> Iterator[tuple[int, Any]]:
-        try:
-            while True:
-                try:
-                    item = self._items.get(timeout=_POLL_SECONDS)  # in slices: Ctrl-C is seen
-                except queue.Empty:
-                    continue
-                if isinstance(item, _Done):
-                    if item.error is not None:
-                        raise item.error
-                    self.plan = item.plan
-                    return
-                pid, table = item
-                del item
-                self._handed += 1
-                self._bar.update(self._handed)
-                yield pid, (table if table.on_gpu else to_arrow(table))
-        finally:
-            self._stopped.set()
-            self._thread.join()
-            self._bar.close()
+            self.offer(_Done(error=e))
 
 
 class _Done:

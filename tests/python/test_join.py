@@ -107,6 +107,15 @@ def test_hash_join_in_chunks_reports_its_plan_and_stops_when_its_consumer_does()
         next(chunks)
         chunks.close()
         assert chunks.plan is None
+        assert list(chunks) == []
+        # One that drops the iterator without closing it: the same.
+        chunks = spillway.hash_join(left, right, ["k"], comm, br, chunk_bytes=16 << 10,
+                                    op_id=25)
+        next(chunks)
+        thread = chunks._thread
+        del chunks
+        thread.join(timeout=30)
+        assert not thread.is_alive()
 
         # An error inside the join (a source that fails) is raised to the consumer.
         def failing():
@@ -118,6 +127,8 @@ def test_hash_join_in_chunks_reports_its_plan_and_stops_when_its_consumer_does()
             spillway.hash_join(left, right, ["nope"], comm, br)
         with pytest.raises(spillway.UsageError, match="how="):
             spillway.hash_join(left, right, ["k"], comm, br, how="outer")
+        with pytest.raises(spillway.UsageError, match="gave no table"):
+            spillway.hash_join([], right, ["k"], comm, br)
         with pytest.raises(spillway.UsageError, match="int64 on the left and string"):
             list(spillway.hash_join(left, right, ["k"], comm, br, right_on=["s"], op_id=40))
 

@@ -23,8 +23,7 @@ struct SideBytes {
 /// broadcast plan when the options allow it and the right side is small, else the shuffle plan
 /// with the partitions `partition_bytes` asks for; without (sources), the same from
 /// options.right_bytes when it is given, else the shuffle plan with options.partitions or 16
-/// per rank. The output
-/// chunk's rows come from `output_chunk_bytes` and the schemas' row width.
+/// per rank. The output chunk's rows come from `output_chunk_bytes` and the schemas' row width.
 JoinPlan choose_plan(Communicator& comm, const BufferResource& br, const HashJoinOptions& options,
                      const Table& left_schema, const Table& right_schema, bool device,
                      std::optional<SideBytes> sizes);
