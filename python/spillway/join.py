@@ -43,8 +43,8 @@ def hash_join(left: Any, right: Any, on: Sequence[int | str], comm: _spillway.Co
               br: _spillway.BufferResource, how: str = "inner",
               right_on: Sequence[int | str] | None = None, partitions: int | None = None,
               op_id: int = 0, progress: bool = False, right_bytes: int | None = None,
-              chunk_bytes: int | None = None,
-              batch_rows: int = 65536) -> "JoinChunks":
+              chunk_bytes: int | None = None, batch_rows: int = 65536,
+              device: bool = False) -> "JoinChunks":
     """The distributed hash join (C++ `ops::hash_join`): each rank gives its part of both sides
     (tables or streams, as shuffle takes them; spillway Tables on the GPU are joined there) and
     gets (partition, pyarrow Table) for every chunk of its joined rows, as they are made: the
@@ -54,11 +54,13 @@ def hash_join(left: Any, right: Any, on: Sequence[int | str], comm: _spillway.Co
     takes `partitions`; the JoinChunks returned says which it ran (`plan`) once exhausted.
     Every rank must call it with the same on, how, partitions and op_id (ids op_id .. op_id + 2
     are used). A pyarrow table goes in slices of `batch_rows` rows. progress=True: a tqdm bar of
-    the bytes received and the chunks handed out."""
+    the bytes received and the chunks handed out. device=True: every batch is copied to the GPU
+    as the join asks for it, the join runs there, and the chunks are spillway Tables on the GPU
+    (as they are when the inputs are spillway Tables on the GPU)."""
     _check_how(how)
     right_keys = on if right_on is None else right_on
-    left_src, left_keys = _source(left, on, br, batch_rows)
-    right_src, right_keys = _source(right, right_keys, br, batch_rows)
+    left_src, left_keys = _source(left, on, br, batch_rows, device)
+    right_src, right_keys = _source(right, right_keys, br, batch_rows, device)
     run = lambda out: _spillway.hash_join_op(  # noqa: E731
         comm, br, left_src, left_keys, right_src, right_keys, how, partitions or 0,
         right_bytes or 0, chunk_bytes or 0, op_id, out)
@@ -66,11 +68,13 @@ def hash_join(left: Any, right: Any, on: Sequence[int | str], comm: _spillway.Co
 
 
 def _source(data: Any, keys: Sequence[int | str], br: _spillway.BufferResource,
-            batch_rows: int) -> tuple[Callable[[], Any], list[int]]:
+            batch_rows: int, device: bool) -> tuple[Callable[[], Any], list[int]]:
     """One side as the C++ join's source (a callable giving the next spillway Table or None) and
     its key columns' indices, from its first batch (read here, so that a bad key is a
-    UsageError before anything is sent)."""
+    UsageError before anything is sent); each batch copied to the GPU when `device`."""
     it = batches(_in_slices(data, batch_rows), br)
+    if device:
+        it = (b if b.on_gpu or not b.num_columns else b.copy("DEVICE") for b in it)
     first = next(it, None)
     if first is None:
         raise UsageError("hash_join: a side gave no table (give an empty one with its schema)")

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from . import _spillway
 from .comm import local
-from .shuffle import shuffle, shuffle_together
+from .join import hash_join
+from .shuffle import shuffle
 
 LINEITEM = ["l_orderkey", "l_partkey", "l_suppkey", "l_quantity", "l_extendedprice",
             "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate"]
@@ -105,7 +106,7 @@ class Phases:
             self.slowest[name] = max(self.slowest.get(name, 0.0), seconds)
 
 
-def rank_main(comm, br, data: Path, phases: Phases, batch_rows: int):
+def rank_main(comm, br, data: Path, phases: Phases, batch_rows: int, gpu: bool):
     import pyarrow as pa
     import pyarrow.compute as pc
     t0 = time.perf_counter()
@@ -113,26 +114,40 @@ def rank_main(comm, br, data: Path, phases: Phases, batch_rows: int):
     partsupp = read_part(data, "partsupp", comm.rank, PARTSUPP)
     phases.add("read", time.perf_counter() - t0)
 
-    # Both sides into the same partitions, joined one partition at a time as it arrives
-    # (the others wait in spillway, spillable): many partitions, so that one is small.
+    torch = None
+    if gpu:
+        try:
+            import torch
+        except ImportError:
+            pass
+    # The distributed join (ops::hash_join): both sides into the same partitions, each pair
+    # joined as it arrives (the others wait in spillway, spillable), on the GPU with `gpu`;
+    # its output a chunk at a time.
     t0 = time.perf_counter()
-    parts = 16 * comm.nranks
     sums = [0, 0, 0, 0, 0]
-    join_seconds = 0.0
     left = lineitem.select(["l_orderkey", "l_partkey", "l_suppkey", "l_extendedprice"])
-    for _, (l, r) in shuffle_together([(left, ["l_partkey", "l_suppkey"]),
-                                       (partsupp, ["ps_partkey", "ps_suppkey"])],
-                                      comm, br, partitions=parts, op_id=1, batch_rows=batch_rows):
+    chunks = hash_join(left, partsupp, ["l_partkey", "l_suppkey"], comm, br,
+                       right_on=["ps_partkey", "ps_suppkey"], op_id=1, batch_rows=batch_rows,
+                       device=gpu)
+    summed = ["l_orderkey", "ps_availqty", "ps_supplycost", "l_extendedprice"]
+    consumed = 0.0  # time spent on the chunks handed over
+    for _, j in chunks:
         t1 = time.perf_counter()
-        j = l.join(r, keys=["l_partkey", "l_suppkey"], right_keys=["ps_partkey", "ps_suppkey"],
-                   join_type="inner")
         sums[0] += j.num_rows
-        for i, c in enumerate(["l_orderkey", "ps_availqty", "ps_supplycost",
-                               "l_extendedprice"], 1):
+        if not isinstance(j, pa.Table) and torch is not None:
+            # A chunk on the GPU, summed there (int64 sums, exact), its columns viewed
+            # through DLPack: no copy to the host.
+            for i, c in enumerate(summed, 1):
+                sums[i] += int(torch.from_dlpack(j.column(c)).sum().item())
+            consumed += time.perf_counter() - t1
+            continue
+        if not isinstance(j, pa.Table):
+            j = pa.table(j)  # a chunk on the GPU, through a host copy
+        for i, c in enumerate(summed, 1):
             sums[i] += pc.sum(j.column(c)).as_py() or 0
-        join_seconds += time.perf_counter() - t1
+        consumed += time.perf_counter() - t1
     phases.add("shuffle + join", time.perf_counter() - t0)
-    phases.add("of which local joins", join_seconds)
+    phases.add("of which summing the output", consumed)
 
     t0 = time.perf_counter()
     li = lineitem.filter(pc.less_equal(lineitem.column("l_shipdate"), Q1_DATE))
@@ -142,7 +157,7 @@ def rank_main(comm, br, data: Path, phases: Phases, batch_rows: int):
     keys = ["l_returnflag", "l_linestatus"]
     partial = li.group_by(keys).aggregate([("l_quantity", "sum"), ("l_extendedprice", "sum"),
                                            ("disc_price", "sum"), ("l_orderkey", "count")])
-    groups = [t for _, t in shuffle(partial, keys, comm, br, partitions=comm.nranks, op_id=3,
+    groups = [t for _, t in shuffle(partial, keys, comm, br, partitions=comm.nranks, op_id=5,
                                     batch_rows=batch_rows)]
     phases.add("group-by", time.perf_counter() - t0)
     q1 = []
@@ -157,7 +172,7 @@ def rank_main(comm, br, data: Path, phases: Phases, batch_rows: int):
     peaks = {t: (br.peak(t), br.limit(t)) for t in ("DEVICE", "PINNED_HOST", "HOST", "DISK")
              if br.is_live(t)}
     peaks["shuffled"] = (left.nbytes + partsupp.nbytes, 0)
-    return sums, q1, peaks
+    return sums, q1, peaks, chunks.plan
 
 
 def duckdb_results(data: Path):
@@ -194,10 +209,18 @@ def main(argv=None) -> int:
                         "data (its uncompressed size; e.g. 25%%)")
     p.add_argument("--data", default=None, help="where the Parquet files go (default: a "
                    "temporary directory, removed at the end)")
+    p.add_argument("--device-limit", default=None,
+                   help="each rank's DEVICE limit, as --host-limit (with --gpu)")
+    p.add_argument("--gpu", action="store_true",
+                   help="the join on the GPU: each batch copied up as the join asks for it")
     p.add_argument("--no-gpu", action="store_true", help="host tiers only")
     args = p.parse_args(argv)
     if args.ranks < 1 or args.scale <= 0:
         p.error("--ranks and --scale must be positive")
+    if args.gpu and args.no_gpu:
+        p.error("--gpu and --no-gpu contradict each other")
+    if args.gpu and not _spillway.cuda_available():
+        p.error("--gpu: no GPU here (or spillway was built without CUDA)")
     tmp = None
     data = Path(args.data) if args.data else Path(tmp := tempfile.mkdtemp(prefix="spillway-tpch-"))
     try:
@@ -205,34 +228,41 @@ def main(argv=None) -> int:
         if not (data / "lineitem" / f"lineitem.{args.ranks}.parquet").exists():
             generate(args.scale, args.ranks, data)
         gen_seconds = time.perf_counter() - t0
-        limit = args.host_limit
-        if limit is not None and limit.endswith("%"):
-            limit = int(data_bytes(data) / args.ranks * float(limit[:-1]) / 100)
+        share = data_bytes(data) / args.ranks
+
+        def per_rank(limit):
+            return int(share * float(limit[:-1]) / 100) if limit and limit.endswith("%") else limit
+        limit, device_limit = per_rank(args.host_limit), per_rank(args.device_limit)
         print(f"spillway.tpch: scale {args.scale}, {args.ranks} local ranks, data "
               f"{data_bytes(data) / 2**20:.1f} MiB uncompressed (generated in {gen_seconds:.1f} s), "
-              f"host limit per rank {limit if limit is not None else 'none'}")
-        print("plan: read each rank's part | shuffle lineitem and partsupp together on "
-              "(partkey, suppkey) into 16 x ranks partitions, each joined (pyarrow hash join) "
-              "as it arrives from both | Q1: partial group-by, shuffle on (returnflag, "
-              "linestatus), final group-by")
+              f"host limit per rank {limit if limit is not None else 'none'}, device limit per "
+              f"rank {device_limit if device_limit is not None else 'none'}")
         phases = Phases()
         limits = {"use_gpu": not args.no_gpu}
         if limit is not None:
             limits["host_limit"] = limit
+        if device_limit is not None:
+            limits["device_limit"] = device_limit
         t0 = time.perf_counter()
-        # Slices of at most an eighth of the limit (rows of ~64 bytes), so that a slice, its
-        # partitions and the chunks in flight fit.
-        limit_bytes = None if limit is None else _spillway.BufferResource(
-            host_limit=limit, use_gpu=False).limit("HOST")
-        batch_rows = 65536 if limit_bytes is None else max(256, limit_bytes // 8 // 64)
-        results = local(args.ranks, rank_main, data, phases, batch_rows, **limits)
+        # Slices of at most an eighth of the join's tier's limit (rows of ~64 bytes), so that a
+        # slice, its partitions and the chunks in flight fit.
+        tier = "DEVICE" if args.gpu else "HOST"
+        limit_bytes = _spillway.BufferResource(**limits).limit(tier)
+        if limit_bytes >= 2**62:  # no limit: slices of 64 Ki rows, 4 Mi on the GPU
+            batch_rows = 1 << 22 if args.gpu else 65536
+        else:
+            batch_rows = max(256, limit_bytes // 8 // 64)
+        results = local(args.ranks, rank_main, data, phases, batch_rows, args.gpu, **limits)
+        print(f"plan: read each rank's part | join lineitem and partsupp on (partkey, suppkey), "
+              f"{results[0][3]} | Q1: partial group-by (pyarrow), shuffle on (returnflag, "
+              f"linestatus), final group-by")
         total = time.perf_counter() - t0
         sums = [sum(r[0][i] for r in results) for i in range(5)]
         q1 = sorted(row for r in results for row in r[1])
         want_join, want_q1, duck_join, duck_q1 = duckdb_results(data)
         print("phases (slowest rank): " + " | ".join(
             f"{k} {v:.3f} s" for k, v in phases.slowest.items()) + f" | total {total:.3f} s")
-        for r, (_, _, peaks) in enumerate(results):
+        for r, (_, _, peaks, _) in enumerate(results):
             shuffled = peaks.pop("shuffled")[0]
             print(f"rank {r}: shuffled {shuffled / 2**20:.1f} MiB (the join's columns); peaks: " + ", ".join(
                 f"{t} {peak / 2**20:.1f} MiB of "

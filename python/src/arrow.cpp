@@ -151,6 +151,26 @@ void bind_arrow(nb::module_& m) {
           "Whether its columns are in GPU memory (from DLPack arrays on the GPU, or "
           "Shuffler.extract(device=True)).")
       .def(
+          "copy",
+          [](const Table& t, const std::string& tier) {
+            const MemoryType to = parse_memory_type(tier);
+            SPILLWAY_EXPECTS(to == MemoryType::HOST || to == MemoryType::DEVICE,
+                             "Table.copy: into 'HOST' or 'DEVICE', not '" + tier + "'");
+            SPILLWAY_EXPECTS(t.num_columns() > 0, "Table.copy: a table without columns");
+            BufferResource& br = t.column(0).data().resource();
+            Table c = [&] {
+              nb::gil_scoped_release nogil;
+              Table copied = copy_table(t, to, br, br.stream());
+              br.stream().synchronize();
+              return copied;
+            }();
+            nb::object out = nb::cast(std::move(c), nb::rv_policy::move);
+            keep_resource_alive(out, br);
+            return out;
+          },
+          nb::arg("tier"),
+          "A copy of the table in 'DEVICE' (GPU) or 'HOST' memory of the same BufferResource.")
+      .def(
           "__arrow_c_array__",
           [](const Table& t, nb::handle requested_schema) {
             SPILLWAY_EXPECTS(requested_schema.is_none(),

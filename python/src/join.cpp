@@ -73,15 +73,10 @@ void bind_join(nb::module_& m) {
         o.right_bytes = right_bytes;
         o.output_chunk_bytes = output_chunk_bytes;
         o.op = static_cast<OpID>(op);
-        const nb::object owner = nb::find(&br);  // each chunk keeps the resource alive
         const auto chunk = [&](std::uint32_t pid, Table&& t) {
           nb::gil_scoped_acquire gil;
           nb::object table = nb::cast(std::move(t), nb::rv_policy::move);
-#if NB_VERSION_MAJOR >= 3
-          nb::keep_alive_obj(table, owner);
-#else
-          nb::detail::keep_alive(table.ptr(), owner.ptr());
-#endif
+          keep_resource_alive(table, br);
           out(pid, table);
         };
         const ops::TableSource l = source_of(std::move(left));

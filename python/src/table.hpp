@@ -35,6 +35,18 @@ struct is_copy_constructible<spillway::Table> : std::false_type {};
 
 namespace spillway::python {
 
+/// Makes the Python object of a Table made in C++ (not returned through a binding that says
+/// keep_alive) keep its buffer resource's Python object alive.
+inline void keep_resource_alive(nb::handle table, BufferResource& br) {
+  const nb::object owner = nb::find(&br);
+  if (!owner.is_valid()) return;  // a resource Python does not know: nothing to keep
+#if NB_VERSION_MAJOR >= 3
+  nb::keep_alive_obj(table, owner);
+#else
+  nb::detail::keep_alive(table.ptr(), owner.ptr());
+#endif
+}
+
 /// A spillway copy of the record batch in two Arrow capsules (consumed).
 /// @throws spillway::logic_error for capsules of another kind or an unsupported type
 Table import_capsules(nb::handle schema_capsule, nb::handle array_capsule, BufferResource& br);

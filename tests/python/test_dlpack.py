@@ -147,3 +147,29 @@ def test_a_device_table_is_shuffled_on_the_gpu():
     results = spillway.comm.local(2, rank)
     want = sum(((np.arange(50000) * 13 + r) % 997).sum() for r in range(2))
     assert sum(sum(r) for r in results) == want
+
+
+@gpu
+def test_a_join_of_device_tables_runs_on_the_gpu():
+    torch = pytest.importorskip("torch")
+
+    def rank(comm, br):
+        # Left: 30000 rows a rank, keys 0..99; right: keys 0..99 split between the ranks.
+        k = (torch.arange(30000, device="cuda", dtype=torch.int64) * 7 + comm.rank) % 100
+        left = spillway.from_dlpack({"k": k, "v": k * 3}, br)
+        rk = torch.arange(comm.rank, 100, comm.nranks, device="cuda", dtype=torch.int64)
+        right = spillway.from_dlpack({"k": rk, "w": rk * 10}, br)
+        rows, total = 0, 0
+        chunks = spillway.hash_join(left, right, ["k"], comm, br, chunk_bytes=64 << 10,
+                                    partitions=4)
+        for _, t in chunks:
+            assert t.on_gpu
+            rows += t.num_rows
+            total += torch.from_dlpack(t.column("w")).sum().item()
+        assert "on the GPU" in chunks.plan
+        return rows, total
+
+    results = spillway.comm.local(2, rank)
+    keys = [(np.arange(30000) * 7 + r) % 100 for r in range(2)]
+    assert sum(r for r, _ in results) == 60000  # every left row matches once
+    assert sum(t for _, t in results) == sum(int(k.sum()) * 10 for k in keys)
