@@ -4,9 +4,7 @@
 
 #include <spillway/core/error.hpp>
 #include <spillway/shuffle/shuffler.hpp>
-#include <spillway/table/gpu.hpp>
 #include <spillway/table/gpu_groupby.hpp>
-#include <spillway/table/pack.hpp>
 #include <spillway/table/spillable_tables.hpp>
 
 #include "ops/detail/pieces.hpp"
@@ -63,20 +61,8 @@ Table merged(Shuffler& s, PartID pid, const Table& partial_schema, std::size_t n
              const Plan& plan, bool device, std::size_t budget, BufferResource& br) {
   std::vector<std::size_t> keys(nkeys);
   std::iota(keys.begin(), keys.end(), std::size_t{0});
-  std::vector<PackedData> chunks = s.extract(pid);
-  std::size_t bytes = 0;
-  for (const PackedData& c : chunks) bytes += c.payload->size();
-  const auto unpacked = [&](std::vector<PackedData> batch) {
-    return device ? gpu::unpack_and_concat(std::move(batch), br, br.stream())
-                  : unpack_and_concat(std::move(batch), br);
-  };
-  if (chunks.empty()) return aggregate(partial_schema.view(), keys, plan.final, device, br);
-  if (bytes <= budget) {
-    return aggregate(unpacked(std::move(chunks)).view(), keys, plan.final, device, br);
-  }
   SpillableTables waiting(br);
-  for (PackedData& c : chunks) waiting.push(std::move(c));
-  chunks.clear();
+  for (PackedData& c : s.extract(pid)) waiting.push(std::move(c));
   std::optional<Table> groups;
   while (waiting.size() > 0) {
     std::vector<PackedData> batch;
@@ -86,15 +72,17 @@ Table merged(Shuffler& s, PartID pid, const Table& partial_schema, std::size_t n
       taken += *next;
       batch.push_back(*waiting.pop_packed());
     }
-    Table part = unpacked(std::move(batch));
+    Table part = detail::unpacked(std::move(batch), device, br);
     if (groups) {
       const std::array<TableView, 2> both{groups->view(), part.view()};
-      part = device ? gpu::concat(both, br, br.stream()) : concat(both, br);
+      part = detail::concatenated(both, device, br);
       groups.reset();
     }
     groups = aggregate(part.view(), keys, plan.final, device, br);
   }
-  return std::move(*groups);
+  // No rank had rows of it: the groups of none.
+  return groups ? std::move(*groups)
+                : aggregate(partial_schema.view(), keys, plan.final, device, br);
 }
 
 /// The final table of one partition from its merged partials: the keys, then each aggregation

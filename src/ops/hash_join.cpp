@@ -134,7 +134,7 @@ Table whole(Table first, const TableSource& next, const Table& schema, bool devi
   if (pieces.size() == 1) return std::move(pieces.front());
   std::vector<TableView> views;
   for (const Table& t : pieces) views.push_back(t.view());
-  return device ? gpu::concat(views, br, br.stream()) : concat(views, br);
+  return detail::concatenated(views, device, br);
 }
 
 /// Every rank's `right` (packed here, in its memory), unpacked and concatenated into one
@@ -159,8 +159,7 @@ Table allgather_table(Communicator& comm, BufferResource& br, const TableView& r
     all[r].payload = std::move(payloads[r]);
   }
   metas.clear();
-  return device ? gpu::unpack_and_concat(std::move(all), br, br.stream())
-                : unpack_and_concat(std::move(all), br);
+  return detail::unpacked(std::move(all), device, br);
 }
 
 /// The broadcast plan: the whole right side on every rank, this rank's left rows against it.

@@ -54,6 +54,15 @@ std::unordered_map<PartID, PackedData> partitioned(const TableView& table,
   return chunks;
 }
 
+Table concatenated(std::span<const TableView> tables, bool device, BufferResource& br) {
+  return device ? gpu::concat(tables, br, br.stream()) : concat(tables, br);
+}
+
+Table unpacked(std::vector<PackedData> chunks, bool device, BufferResource& br) {
+  return device ? gpu::unpack_and_concat(std::move(chunks), br, br.stream())
+                : unpack_and_concat(std::move(chunks), br);
+}
+
 Table extract_table(Shuffler& s, PartID pid, const Table& schema, bool device, BufferResource& br) {
   Table t = s.extract_table(pid, device ? MemoryType::DEVICE : MemoryType::HOST);
   return t.num_columns() == 0 ? empty_like(schema.view(), device, br) : std::move(t);

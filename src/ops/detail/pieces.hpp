@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <span>
 #include <unordered_map>
+#include <vector>
 
 namespace spillway::ops::detail {
 
@@ -36,6 +37,13 @@ std::unordered_map<PartID, PackedData> partitioned(const TableView& table,
                                                    std::span<const std::size_t> keys,
                                                    std::uint32_t partitions, bool device,
                                                    BufferResource& br, std::uint32_t seed);
+
+/// Tables of one schema concatenated into one (on the GPU, on the resource's stream, when
+/// `device`).
+Table concatenated(std::span<const TableView> tables, bool device, BufferResource& br);
+
+/// Packed chunks unpacked and concatenated into one table (on the GPU when `device`).
+Table unpacked(std::vector<PackedData> chunks, bool device, BufferResource& br);
 
 /// A complete partition's chunks unpacked into one table (on the GPU when `device`), or
 /// `schema` without rows when no rank had any.
