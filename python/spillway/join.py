@@ -72,8 +72,8 @@ def _source(data: Any, keys: Sequence[int | str], br: _spillway.BufferResource,
     """One side as the C++ join's source (a callable giving the next spillway Table or None) and
     its key columns' indices, from its first batch (read here, so that a bad key is a
     UsageError before anything is sent); each batch copied to the GPU when `device`."""
-    it = batches(_in_slices(data, batch_rows), br)
-    if device:
+    it = batches(_in_slices(data, batch_rows), br, "DEVICE" if device else "HOST")
+    if device:  # (spillway Tables given on the host)
         it = (b if b.on_gpu or not b.num_columns else b.copy("DEVICE") for b in it)
     first = next(it, None)
     if first is None:

@@ -9,18 +9,20 @@ from . import _spillway
 from .errors import UsageError
 
 
-def batches(data: Any, br: _spillway.BufferResource) -> Iterator[_spillway.Table]:
-    """spillway Tables, one per record batch of `data` (a stream is read as it goes)."""
+def batches(data: Any, br: _spillway.BufferResource,
+            tier: str = "HOST") -> Iterator[_spillway.Table]:
+    """spillway Tables, one per record batch of `data` (a stream is read as it goes), each
+    copied into `tier` ("DEVICE": straight to the GPU); spillway Tables as they are."""
     if isinstance(data, _spillway.Table):
         yield data
     elif hasattr(data, "__arrow_c_array__"):
         schema, array = data.__arrow_c_array__()
-        yield _spillway.table_from_capsules(schema, array, br)
+        yield _spillway.table_from_capsules(schema, array, br, tier)
     elif hasattr(data, "__arrow_c_stream__"):
         reader = _spillway.ArrowStreamReader(data.__arrow_c_stream__())
         empty = True
         while True:
-            batch = reader.next(br)
+            batch = reader.next(br, tier)
             if batch is None:
                 break
             empty = False
@@ -29,10 +31,10 @@ def batches(data: Any, br: _spillway.BufferResource) -> Iterator[_spillway.Table
         if empty:  # no batch at all: a table of no rows, with the stream's columns
             import pyarrow as pa
             schema = pa.Schema._import_from_c_capsule(reader.schema())
-            yield from batches(pa.RecordBatch.from_pylist([], schema=schema), br)
+            yield from batches(pa.RecordBatch.from_pylist([], schema=schema), br, tier)
     elif isinstance(data, (list, tuple)) or hasattr(data, "__next__"):
         for part in data:  # a sequence or stream of tables (or of anything else this takes)
-            yield from batches(part, br)
+            yield from batches(part, br, tier)
     else:
         raise TypeError(f"spillway takes tables through the Arrow PyCapsule interface "
                         f"(__arrow_c_stream__ or __arrow_c_array__); {type(data).__name__} "

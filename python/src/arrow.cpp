@@ -7,6 +7,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/table/arrow.hpp>
 #include <spillway/table/pack.hpp>
+#include <spillway/table/table.hpp>
 
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -40,16 +41,25 @@ void release_and_free(PyObject* capsule, const char* name) {
   std::free(p);
 }
 
+/// spillway's own copy of an imported batch on tier `to`, made without the GIL (the Arrow
+/// buffers stay alive in `imported`).
+Table copied(const ArrowImport& imported, BufferResource& br, MemoryType to) {
+  SPILLWAY_EXPECTS(to != MemoryType::DISK, "an Arrow batch goes into DEVICE, PINNED_HOST or "
+                                           "HOST memory, not DISK");
+  nb::gil_scoped_release nogil;
+  return copy_table(imported.view(), to, br, br.stream());
+}
+
 }  // namespace
 
-Table import_capsules(nb::handle schema_capsule, nb::handle array_capsule, BufferResource& br) {
+Table import_capsules(nb::handle schema_capsule, nb::handle array_capsule, BufferResource& br,
+                      MemoryType to) {
   auto* schema = capsule_pointer<ArrowSchema>(schema_capsule, "arrow_schema");
   auto* array = capsule_pointer<ArrowArray>(array_capsule, "arrow_array");
   SPILLWAY_EXPECTS(schema->release != nullptr && array->release != nullptr,
                    "an Arrow capsule that was consumed already");
   ArrowImport imported = import_arrow(schema, array, br);  // takes ownership of both
-  const TableView v = imported.view();
-  return concat(std::span<const TableView>(&v, 1), br);  // spillway's own copy
+  return copied(imported, br, to);
 }
 
 bool on_host(const Table& table) {
@@ -106,7 +116,7 @@ void ArrowStreamReader::check(int rc, const char* what) {
                 io_error);
 }
 
-std::optional<Table> ArrowStreamReader::next(BufferResource& br) {
+std::optional<Table> ArrowStreamReader::next(BufferResource& br, MemoryType to) {
   ArrowArray array{};
   {
     nb::gil_scoped_release nogil;  // the producer may read a file
@@ -119,8 +129,7 @@ std::optional<Table> ArrowStreamReader::next(BufferResource& br) {
     check(rc, "get_schema");
   }
   ArrowImport imported = import_arrow(&schema, &array, br);
-  const TableView v = imported.view();
-  return concat(std::span<const TableView>(&v, 1), br);
+  return copied(imported, br, to);
 }
 
 nb::object ArrowStreamReader::schema() {
@@ -190,11 +199,13 @@ void bind_arrow(nb::module_& m) {
           "The table as a record batch: (schema capsule, array capsule).");
   m.def(
       "table_from_capsules",
-      [](nb::handle schema, nb::handle array, BufferResource& br) {
-        return import_capsules(schema, array, br);
+      [](nb::handle schema, nb::handle array, BufferResource& br, const std::string& tier) {
+        return import_capsules(schema, array, br, parse_memory_type(tier));
       },
-      nb::arg("schema"), nb::arg("array"), nb::arg("br"), nb::keep_alive<0, 3>(),
-      "A spillway Table copied from an Arrow record batch's capsules.");
+      nb::arg("schema"), nb::arg("array"), nb::arg("br"), nb::arg("tier") = "HOST",
+      nb::keep_alive<0, 3>(),
+      "A spillway Table copied from an Arrow record batch's capsules into `tier` ('HOST', "
+      "'PINNED_HOST', or 'DEVICE': straight to the GPU, through pinned staging).");
   m.def(
       "pack_round_trip",
       [](const Table& t, BufferResource& br) { return to_table(unpack(pack(t.view(), br))); },
@@ -204,8 +215,14 @@ void bind_arrow(nb::module_& m) {
                                 "Record batches, one at a time, from an Arrow stream capsule.")
       .def(nb::init<nb::handle>(), nb::arg("stream"))
       .def("schema", &ArrowStreamReader::schema, "The stream's schema, as a capsule.")
-      .def("next", &ArrowStreamReader::next, nb::arg("br"), nb::keep_alive<0, 2>(),
-           "The next batch as a spillway Table, or None at the end.");
+      .def(
+          "next",
+          [](ArrowStreamReader& r, BufferResource& br, const std::string& tier) {
+            return r.next(br, parse_memory_type(tier));
+          },
+          nb::arg("br"), nb::arg("tier") = "HOST", nb::keep_alive<0, 2>(),
+          "The next batch as a spillway Table on `tier` (as table_from_capsules), or None at "
+          "the end.");
 }
 
 }  // namespace spillway::python

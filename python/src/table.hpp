@@ -47,9 +47,11 @@ inline void keep_resource_alive(nb::handle table, BufferResource& br) {
 #endif
 }
 
-/// A spillway copy of the record batch in two Arrow capsules (consumed).
+/// A spillway copy of the record batch in two Arrow capsules (consumed), its buffers on tier
+/// `to` (HOST, PINNED_HOST, or DEVICE: straight to the GPU).
 /// @throws spillway::logic_error for capsules of another kind or an unsupported type
-Table import_capsules(nb::handle schema_capsule, nb::handle array_capsule, BufferResource& br);
+Table import_capsules(nb::handle schema_capsule, nb::handle array_capsule, BufferResource& br,
+                      MemoryType to = MemoryType::HOST);
 /// Whether every buffer of the table is in host memory (HOST or PINNED_HOST).
 bool on_host(const Table& table);
 /// The table (in host memory) as (schema capsule, array capsule), each released with its capsule.
@@ -63,7 +65,7 @@ class ArrowStreamReader {
   ArrowStreamReader(const ArrowStreamReader&) = delete;
   ArrowStreamReader& operator=(const ArrowStreamReader&) = delete;
   /// The next batch, or nullopt at the end. @throws spillway::io_error for the producer's error
-  std::optional<Table> next(BufferResource& br);
+  std::optional<Table> next(BufferResource& br, MemoryType to = MemoryType::HOST);
   /// The stream's schema as an "arrow_schema" capsule.
   nb::object schema();
 

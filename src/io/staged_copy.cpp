@@ -2,6 +2,7 @@
 
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
+#include <spillway/core/event.hpp>
 #include <spillway/core/units.hpp>
 
 #include "io/detail/bounce_lanes.hpp"
@@ -77,6 +78,14 @@ void run_stripes(std::size_t pieces, std::size_t piece, Staging staging, ThreadP
   Lanes lanes(want, piece, staging, stream);
   const int device = cuda::current_device();
   const std::size_t stripes = lanes.size();
+  // Lanes on streams of their own start after the work queued on `stream` so far (the
+  // allocation of the device buffer, the kernel that wrote it).
+  Event ready;
+  for (std::size_t s = 0; s < stripes; ++s) {
+    if (lanes[s].stream == stream) continue;
+    if (ready.handle() == nullptr) ready.record(stream);
+    ready.wait_on(lanes[s].stream);
+  }
   detail::run_tasks(stripes > 1 ? pool : nullptr, stripes, [&](std::size_t s) {
     cuda::set_device(device);  // (a pool thread's GPU may differ)
     stripe(s, stripes, lanes[s]);

@@ -20,6 +20,18 @@ using detail::Clock;
 using detail::copy_stat;
 using detail::seconds_since;
 
+namespace {
+
+// A copy between pageable HOST memory and the GPU of at least staged_min bytes goes through
+// pinned staging: cudaMemcpy from pageable memory is staged by one driver thread (~7 GB/s on
+// the H200 machine, against ~55 from pinned memory), the staged copy by the I/O threads, each
+// copying its pieces into a lane of two pinned buffers while the lane's last piece crosses.
+constexpr std::size_t staged_min = std::size_t{4} << 20;
+constexpr std::size_t staged_piece = std::size_t{2} << 20;
+constexpr std::size_t staged_lanes = 8;
+
+}  // namespace
+
 BufferResource::Staging BufferResource::allocate_staging(std::size_t piece, std::size_t granule,
                                                          std::size_t lanes, Stream stream) {
   SPILLWAY_EXPECTS(granule > 0 && piece >= granule && piece % granule == 0 && lanes > 0,
@@ -125,6 +137,11 @@ std::unique_ptr<Buffer> BufferResource::copy(const Buffer& src, MemoryReservatio
       copy_from_disk(src, *dst, stream);
     } else if (n > 0 && (from == MemoryType::DEVICE || to == MemoryType::DEVICE)) {
       activate_device();
+      const bool pageable = from == MemoryType::HOST || to == MemoryType::HOST;
+      if (pageable && try_staged_copy(dst->data(), src.data(), n, to == MemoryType::DEVICE, stream)) {
+        statistics_.add(copy_stat(from, to), static_cast<double>(n), seconds_since(t0));
+        return dst;
+      }
       Event start = Event::timed();
       start.record(stream);
       cuda::memcpy_async(dst->data(), src.data(), n, stream);
@@ -136,6 +153,58 @@ std::unique_ptr<Buffer> BufferResource::copy(const Buffer& src, MemoryReservatio
   }
   statistics_.add(copy_stat(from, to), static_cast<double>(n), seconds_since(t0));
   return dst;
+}
+
+std::unique_ptr<Buffer> BufferResource::copy(const void* src, std::size_t n,
+                                             MemoryReservation& res, Stream stream) {
+  SPILLWAY_NVTX_RANGE("copy from host memory");
+  const MemoryType to = res.mem_type();
+  check_live(to);
+  SPILLWAY_EXPECTS(to != MemoryType::DISK, "a copy of host memory straight to DISK");
+  SPILLWAY_EXPECTS(src != nullptr || n == 0, "a copy of " + std::to_string(n) +
+                                                 " bytes from a null pointer");
+  const auto t0 = Clock::now();
+  auto dst = allocate(res, n, stream);
+  const auto* from = static_cast<const std::byte*>(src);
+  if (n > 0 && to == MemoryType::DEVICE) {
+    activate_device();
+    if (!try_staged_copy(dst->data(), from, n, true, stream)) {
+      cuda::memcpy_async(dst->data(), from, n, stream);
+      stream.synchronize();  // `src` may go once this returns
+    }
+  } else if (n > 0) {
+    std::memcpy(dst->data(), from, n);
+  }
+  statistics_.add(copy_stat(MemoryType::HOST, to), static_cast<double>(n), seconds_since(t0));
+  return dst;
+}
+
+bool BufferResource::try_staged_copy(std::byte* dst, const std::byte* src, std::size_t n,
+                                     bool to_device, Stream stream) {
+  if (n < staged_min || !is_live(MemoryType::PINNED_HOST)) return false;
+  const std::size_t pieces = (n + staged_piece - 1) / staged_piece;
+  std::optional<MemoryReservation> res;
+  for (std::size_t lanes = std::min({staged_lanes, spill_files_.io_threads() + 1, pieces});
+       lanes > 0 && !res; lanes /= 2) {
+    res = try_reserve(MemoryType::PINNED_HOST, io::staging_bytes(staged_piece, lanes));
+  }
+  if (!res) return false;  // the pinned tier is full: a plain copy
+  const auto staging = allocate(*res, res->size(), stream);
+  const io::Staging view{staging->data(), staging->size()};
+  if (to_device) {
+    io::staged_read_to_device(
+        dst, n, staged_piece,
+        [&](std::size_t at, std::size_t len, std::byte* to) { std::memcpy(to, src + at, len); },
+        view, &spill_files_.pool(), stream);
+  } else {
+    io::staged_write_from_device(
+        src, n, staged_piece,
+        [&](std::size_t at, std::size_t len, const std::byte* from) {
+          std::memcpy(dst + at, from, len);
+        },
+        view, &spill_files_.pool(), stream);
+  }
+  return true;
 }
 
 std::unique_ptr<Buffer> BufferResource::move(std::unique_ptr<Buffer>&& buf, MemoryReservation& res,

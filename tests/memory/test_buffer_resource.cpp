@@ -413,3 +413,63 @@ TEST(BufferResource, OutOfMemoryIsABadAlloc) {
         << e.what();
   }
 }
+
+// A copy of host memory the resource does not own (an Arrow buffer) into every tier that takes
+// one, complete on return; DISK is refused.
+TYPED_TEST(TierConformance, CopyOfForeignHostMemoryKeepsContents) {
+  BufferResource br(test::small_config(this->dir_.path()));
+  constexpr MemoryType to = TestFixture::tier;
+  SPILLWAY_SKIP_UNLESS_LIVE(br, to);
+  std::vector<std::byte> host(9 * MiB + 5);
+  if (to == MemoryType::DISK) {
+    auto res = br.reserve(to, KiB);
+    EXPECT_THROW((void)br.copy(host.data(), KiB, res), logic_error);
+    return;
+  }
+  for (std::size_t n : {std::size_t{0}, std::size_t{4095}, 4 * MiB, host.size()}) {
+    const std::uint64_t seed = n + 11;
+    test::fill_pattern(host.data(), n, seed);
+    auto res = br.reserve(to, n);
+    auto dst = br.copy(host.data(), n, res, br.stream());
+    std::fill(host.begin(), host.end(), std::byte{0});  // the copy owes nothing to the source
+    ASSERT_EQ(dst->mem_type(), to);
+    ASSERT_EQ(dst->size(), n);
+    EXPECT_EQ(test::verify(br, *dst, seed), n) << to_string(to) << " n=" << n;
+  }
+  auto res = br.reserve(to, KiB);
+  EXPECT_THROW((void)br.copy(nullptr, KiB, res), logic_error);
+}
+
+// Large copies between pageable HOST memory and the GPU go through pinned staging taken from
+// the PINNED_HOST tier (seen in its peak) and keep every byte, across pieces and odd tails;
+// with the pinned tier full they take the plain path and keep every byte too.
+TEST(BufferResource, LargeHostDeviceCopiesGoThroughPinnedStaging) {
+  test::TempDir dir;
+  for (const bool pinned_full : {false, true}) {
+    auto cfg = test::small_config(dir.path());
+    cfg.limits[index(MemoryType::PINNED_HOST)] = Limit::bytes(64 * MiB);
+    BufferResource br(cfg);
+    SPILLWAY_SKIP_UNLESS_LIVE(br, MemoryType::DEVICE);
+    SPILLWAY_SKIP_UNLESS_LIVE(br, MemoryType::PINNED_HOST);
+    std::optional<MemoryReservation> hog;
+    if (pinned_full) hog = br.reserve(MemoryType::PINNED_HOST, br.limit(MemoryType::PINNED_HOST));
+    for (std::size_t n : {4 * MiB, 9 * MiB + 3, 33 * MiB + 4095}) {
+      const std::uint64_t seed = n * 3 + (pinned_full ? 1 : 0);
+      auto src = test::make_in(br, MemoryType::HOST, n, seed);
+      auto up_res = br.reserve(MemoryType::DEVICE, n);
+      auto dev = br.copy(*src, up_res, br.stream());
+      dev->wait();
+      ASSERT_EQ(test::verify(br, *dev, seed), n) << "HOST -> DEVICE, n=" << n;
+      auto down_res = br.reserve(MemoryType::HOST, n);
+      auto back = br.copy(*dev, down_res, br.stream());
+      back->wait();
+      EXPECT_EQ(test::verify(br, *back, seed), n) << "DEVICE -> HOST, n=" << n;
+    }
+    if (pinned_full) {
+      EXPECT_EQ(br.peak(MemoryType::PINNED_HOST), br.limit(MemoryType::PINNED_HOST));
+    } else {
+      EXPECT_GT(br.peak(MemoryType::PINNED_HOST), 0u) << "no staging was taken";
+    }
+    EXPECT_EQ(br.used(MemoryType::DEVICE), 0u);
+  }
+}

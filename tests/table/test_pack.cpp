@@ -298,3 +298,25 @@ TEST(Unpack, DevicePayloadNeedsTheGpuPath) {
   p.payload = br.move(std::move(p.payload), MemoryType::DISK);
   EXPECT_THROW((void)unpack(std::move(p)), logic_error);
 }
+
+// copy_table of a view of host memory (as an imported Arrow batch is) into each tier that takes
+// one: the same table back on the host, from buffers large enough for the staged copy to the
+// GPU (4 MiB and up), small ones and none.
+TEST(CopyTable, AHostViewIntoEveryTierKeepsEveryByte) {
+  test::TempDir dir;
+  BufferResource br(test::small_config(dir.path()));
+  for (const std::size_t rows : {std::size_t{0}, std::size_t{13}, std::size_t{700000}}) {
+    const Table t = mixed_table(br, rows, rows == 13 ? 0.0 : 0.25, rows + 5);
+    for (const MemoryType to : {MemoryType::HOST, MemoryType::PINNED_HOST, MemoryType::DEVICE}) {
+      if (!br.is_live(to)) continue;
+      const Table copied = copy_table(t.view(), to, br, br.stream());
+      ASSERT_EQ(copied.column(0).data().mem_type(), to);
+      const Table back = copy_table(copied, MemoryType::HOST, br, br.stream());
+      br.stream().synchronize();
+      SCOPED_TRACE(std::string(to_string(to)) + ", " + std::to_string(rows) + " rows");
+      test::expect_tables_equal(t.view(), back.view());
+    }
+  }
+  const Table t = mixed_table(br, 5, 0.0);
+  EXPECT_THROW((void)copy_table(t.view(), MemoryType::DISK, br), logic_error);
+}
