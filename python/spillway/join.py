@@ -10,6 +10,7 @@ import threading
 from typing import Any, Callable, Iterator, Sequence
 
 from . import _spillway
+from ._ahead import Ahead
 from .errors import UsageError
 from .shuffle import _POLL_SECONDS, _Progress, _in_slices, _key_indices
 from .tables import batches, from_arrow, to_arrow
@@ -53,39 +54,56 @@ def hash_join(left: Any, right: Any, on: Sequence[int | str], comm: _spillway.Co
     partition count from `right_bytes` (the right side's bytes over all ranks, when known), or
     takes `partitions`; the JoinChunks returned says which it ran (`plan`) once exhausted.
     Every rank must call it with the same on, how, partitions and op_id (ids op_id .. op_id + 2
-    are used). A pyarrow table goes in slices of `batch_rows` rows. progress=True: a tqdm bar of
-    the bytes received and the chunks handed out. device=True: every batch is copied to the GPU
-    as the join asks for it, the join runs there, and the chunks are spillway Tables on the GPU
-    (as they are when the inputs are spillway Tables on the GPU)."""
+    are used). A pyarrow table goes in slices of `batch_rows` rows; each side's next batch is
+    imported in a thread of its own while the join works on the one before (JoinChunks'
+    `input_seconds` says how long the join still waited for its input). progress=True: a tqdm
+    bar of the bytes received and the chunks handed out. device=True: every batch is copied
+    straight from its Arrow buffers to the GPU (through pinned staging), the join runs there,
+    and the chunks are spillway Tables on the GPU (as they are when the inputs are spillway
+    Tables on the GPU)."""
     _check_how(how)
     right_keys = on if right_on is None else right_on
-    left_src, left_keys = _source(left, on, br, batch_rows, device)
-    right_src, right_keys = _source(right, right_keys, br, batch_rows, device)
+    handoff = _Handoff()
+    try:
+        sides = [_Side(left, on, br, batch_rows, device, handoff.stopped),
+                 _Side(right, right_keys, br, batch_rows, device, handoff.stopped)]
+    except BaseException:
+        handoff.stopped.set()  # ends the threads of the sides made so far
+        raise
     run = lambda out: _spillway.hash_join_op(  # noqa: E731
-        comm, br, left_src, left_keys, right_src, right_keys, how, partitions or 0,
-        right_bytes or 0, chunk_bytes or 0, op_id, out)
-    return JoinChunks(run, _Progress(progress, comm, br, None))
+        comm, br, sides[0].next, sides[0].keys, sides[1].next, sides[1].keys, how,
+        partitions or 0, right_bytes or 0, chunk_bytes or 0, op_id, out)
+    return JoinChunks(run, _Progress(progress, comm, br, None), handoff, sides)
 
 
-def _source(data: Any, keys: Sequence[int | str], br: _spillway.BufferResource,
-            batch_rows: int, device: bool) -> tuple[Callable[[], Any], list[int]]:
-    """One side as the C++ join's source (a callable giving the next spillway Table or None) and
-    its key columns' indices, from its first batch (read here, so that a bad key is a
-    UsageError before anything is sent); each batch copied to the GPU when `device`."""
-    it = batches(_in_slices(data, batch_rows), br, "DEVICE" if device else "HOST")
-    if device:  # (spillway Tables given on the host)
-        it = (b if b.on_gpu or not b.num_columns else b.copy("DEVICE") for b in it)
-    first = next(it, None)
-    if first is None:
-        raise UsageError("hash_join: a side gave no table (give an empty one with its schema)")
-    keys_at = _key_indices(keys, first.column_names)
-    pending = [first]
+class _Side:
+    """One side as the C++ join's source: `next` gives its next spillway Table (None at the
+    end), made one ahead in a thread of its own (each batch of a pyarrow table imported, and
+    with `device` copied straight to the GPU, while the join partitions the one before), and
+    `keys` its key columns' indices, from its first batch (taken here, so that a bad key is a
+    UsageError before anything is sent)."""
 
-    def source() -> Any:
-        if pending:
-            return pending.pop()
-        return next(it, None)
-    return source, keys_at
+    def __init__(self, data: Any, keys: Sequence[int | str], br: _spillway.BufferResource,
+                 batch_rows: int, device: bool, stop: threading.Event):
+        it = batches(_in_slices(data, batch_rows), br, "DEVICE" if device else "HOST")
+        if device:  # (spillway Tables given on the host)
+            it = (b if b.on_gpu or not b.num_columns else b.copy("DEVICE") for b in it)
+        self._ahead = Ahead(it, stop)
+        first = next(self._ahead, None)
+        if first is None:
+            raise UsageError("hash_join: a side gave no table (give an empty one with its "
+                             "schema)")
+        self.keys = _key_indices(keys, first.column_names)
+        self._pending = [first]
+
+    def next(self) -> Any:
+        if self._pending:
+            return self._pending.pop()
+        return next(self._ahead, None)
+
+    @property
+    def waited(self) -> float:
+        return self._ahead.waited
 
 
 class JoinChunks:
@@ -95,13 +113,15 @@ class JoinChunks:
     words), once the iterator is exhausted. When the consumer stops early (close(), or drops
     the iterator), the join's next chunk raises in the join, which ends it."""
 
-    def __init__(self, run: Callable[[Callable[[int, Any], None]], str], bar: _Progress):
+    def __init__(self, run: Callable[[Callable[[int, Any], None]], str], bar: _Progress,
+                 handoff: "_Handoff", sides: list[_Side]):
         self.plan: str | None = None
         self._bar = bar
         self._handed = 0
         self._done = False
+        self._sides = sides
         # The thread holds the handoff, not this object, so that dropping this stops the join.
-        self._handoff = _Handoff()
+        self._handoff = handoff
         self._thread = threading.Thread(target=_Handoff.work, args=(self._handoff, run),
                                         daemon=True, name="spillway-hash-join")
         self._thread.start()
@@ -132,6 +152,12 @@ class JoinChunks:
         self._handed += 1
         self._bar.update(self._handed)
         return pid, (table if table.on_gpu else to_arrow(table))
+
+    @property
+    def input_seconds(self) -> float:
+        """The time the join waited for its input's batches (those of both sides, imported
+        and copied one ahead while it works): what the overlap did not hide."""
+        return sum(side.waited for side in self._sides)
 
     def close(self) -> None:
         """Stops the join (its next chunk raises in it) and waits for its thread."""

@@ -147,6 +147,7 @@ def rank_main(comm, br, data: Path, phases: Phases, batch_rows: int, gpu: bool):
             sums[i] += pc.sum(j.column(c)).as_py() or 0
         consumed += time.perf_counter() - t1
     phases.add("shuffle + join", time.perf_counter() - t0)
+    phases.add("of which waiting for input", chunks.input_seconds)
     phases.add("of which summing the output", consumed)
 
     t0 = time.perf_counter()

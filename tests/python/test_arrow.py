@@ -49,6 +49,24 @@ def test_sliced_and_empty_tables(br):
     assert spillway.to_arrow(spillway.from_arrow(empty, br)).equals(empty)
 
 
+@pytest.mark.parametrize("tier", ["HOST", "PINNED_HOST", "DEVICE"])
+def test_batches_go_straight_into_a_tier(tmp_path, tier):
+    br = spillway.BufferResource(spill_dir=str(tmp_path))
+    if not br.is_live(tier):
+        pytest.skip(f"no {tier} tier here")
+    # Sliced, empty, and columns of more than 4 MiB (a staged copy to the GPU).
+    n = 700_000
+    big = pa.table({"i": pa.array(range(n), type=pa.int64()),
+                    "s": pa.array([None if i % 11 == 0 else str(i) for i in range(n)])})
+    for t in (sample(100), sample(100).slice(13, 50), sample(100).slice(0, 0), big,
+              big.slice(5, n - 10)):
+        parts = list(spillway.tables.batches(t, br, tier))
+        assert all(p.on_gpu == (tier == "DEVICE" and p.num_rows > 0) for p in parts)
+        assert pa.concat_tables([spillway.to_arrow(p) for p in parts]).equals(t)
+    with pytest.raises(spillway.SpillwayError, match="not DISK"):
+        list(spillway.tables.batches(sample(10), br, "DISK"))
+
+
 def test_record_batches_and_streams(br):
     t = sample(60)
     batch = t.combine_chunks().to_batches()[0]

@@ -5,6 +5,8 @@ host limit that makes the shuffle spill; compared as multisets of rows."""
 import datetime
 import decimal
 import random
+import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -116,6 +118,11 @@ def test_hash_join_in_chunks_reports_its_plan_and_stops_when_its_consumer_does()
         del chunks
         thread.join(timeout=30)
         assert not thread.is_alive()
+        # ... and the threads that made its sides' batches one ahead end with it.
+        deadline = time.monotonic() + 30
+        while any(t.name == "spillway-ahead" for t in threading.enumerate()):
+            assert time.monotonic() < deadline, "a side's thread outlived its join"
+            time.sleep(0.05)
 
         # An error inside the join (a source that fails) is raised to the consumer.
         def failing():
