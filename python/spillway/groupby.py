@@ -95,7 +95,7 @@ def _partials(data: Any, keys, specs, br, batch_rows: int) -> Iterator[_spillway
     """Each input batch pre-aggregated, after a check of what was asked of the first one (so
     that a mean of dates is named as such, not as the sum it is made of)."""
     checked = False
-    for batch in batches(_in_slices(data, batch_rows), br):
+    for batch in batches(_in_slices(data, batch_rows), br, rows=batch_rows):
         if not checked:
             names = batch.column_names
             _spillway.groupby_check(batch, _key_indices(keys, names),

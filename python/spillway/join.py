@@ -85,7 +85,8 @@ class _Side:
 
     def __init__(self, data: Any, keys: Sequence[int | str], br: _spillway.BufferResource,
                  batch_rows: int, device: bool, stop: threading.Event):
-        it = batches(_in_slices(data, batch_rows), br, "DEVICE" if device else "HOST")
+        it = batches(_in_slices(data, batch_rows), br, "DEVICE" if device else "HOST",
+                     batch_rows)
         if device:  # (spillway Tables given on the host)
             it = (b if b.on_gpu or not b.num_columns else b.copy("DEVICE") for b in it)
         self._ahead = Ahead(it, stop)

@@ -106,7 +106,7 @@ def _insert(s: _spillway.Shuffler, data: Any, keys: Sequence[int | str],
     schema = None
     key_columns: list[int] = []
     first = True
-    for batch in batches(_in_slices(data, batch_rows), br):
+    for batch in batches(_in_slices(data, batch_rows), br, rows=batch_rows):
         if first:
             first = False
             # (A table on the GPU is not copied to the host for its schema: its empty

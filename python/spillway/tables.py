@@ -9,10 +9,12 @@ from . import _spillway
 from .errors import UsageError
 
 
-def batches(data: Any, br: _spillway.BufferResource,
-            tier: str = "HOST") -> Iterator[_spillway.Table]:
+def batches(data: Any, br: _spillway.BufferResource, tier: str = "HOST",
+            rows: int = 0) -> Iterator[_spillway.Table]:
     """spillway Tables, one per record batch of `data` (a stream is read as it goes), each
-    copied into `tier` ("DEVICE": straight to the GPU); spillway Tables as they are."""
+    copied into `tier` ("DEVICE": straight to the GPU); spillway Tables as they are. With
+    `rows`, a stream's consecutive batches are copied into one table while they fit in that
+    many rows (a Parquet file's row groups, say)."""
     if isinstance(data, _spillway.Table):
         yield data
     elif hasattr(data, "__arrow_c_array__"):
@@ -22,7 +24,7 @@ def batches(data: Any, br: _spillway.BufferResource,
         reader = _spillway.ArrowStreamReader(data.__arrow_c_stream__())
         empty = True
         while True:
-            batch = reader.next(br, tier)
+            batch = reader.next(br, tier, rows)
             if batch is None:
                 break
             empty = False
@@ -34,7 +36,7 @@ def batches(data: Any, br: _spillway.BufferResource,
             yield from batches(pa.RecordBatch.from_pylist([], schema=schema), br, tier)
     elif isinstance(data, (list, tuple)) or hasattr(data, "__next__"):
         for part in data:  # a sequence or stream of tables (or of anything else this takes)
-            yield from batches(part, br, tier)
+            yield from batches(part, br, tier, rows)
     else:
         raise TypeError(f"spillway takes tables through the Arrow PyCapsule interface "
                         f"(__arrow_c_stream__ or __arrow_c_array__); {type(data).__name__} "

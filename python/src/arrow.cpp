@@ -41,13 +41,15 @@ void release_and_free(PyObject* capsule, const char* name) {
   std::free(p);
 }
 
-/// spillway's own copy of an imported batch on tier `to`, made without the GIL (the Arrow
-/// buffers stay alive in `imported`).
-Table copied(const ArrowImport& imported, BufferResource& br, MemoryType to) {
+/// spillway's own copy of imported batches, concatenated, on tier `to`, made without the GIL
+/// (the Arrow buffers stay alive in `imported`).
+Table copied(std::span<const ArrowImport> imported, BufferResource& br, MemoryType to) {
   SPILLWAY_EXPECTS(to != MemoryType::DISK, "an Arrow batch goes into DEVICE, PINNED_HOST or "
                                            "HOST memory, not DISK");
+  std::vector<TableView> views;
+  for (const ArrowImport& i : imported) views.push_back(i.view());
   nb::gil_scoped_release nogil;
-  return copy_table(imported.view(), to, br, br.stream());
+  return concat(views, br, to, br.stream());
 }
 
 }  // namespace
@@ -59,7 +61,7 @@ Table import_capsules(nb::handle schema_capsule, nb::handle array_capsule, Buffe
   SPILLWAY_EXPECTS(schema->release != nullptr && array->release != nullptr,
                    "an Arrow capsule that was consumed already");
   ArrowImport imported = import_arrow(schema, array, br);  // takes ownership of both
-  return copied(imported, br, to);
+  return copied(std::span(&imported, 1), br, to);
 }
 
 bool on_host(const Table& table) {
@@ -116,7 +118,12 @@ void ArrowStreamReader::check(int rc, const char* what) {
                 io_error);
 }
 
-std::optional<Table> ArrowStreamReader::next(BufferResource& br, MemoryType to) {
+std::optional<ArrowImport> ArrowStreamReader::next_import(BufferResource& br) {
+  if (pending_) {
+    std::optional<ArrowImport> out(std::move(pending_));
+    pending_.reset();
+    return out;
+  }
   ArrowArray array{};
   {
     nb::gil_scoped_release nogil;  // the producer may read a file
@@ -128,8 +135,23 @@ std::optional<Table> ArrowStreamReader::next(BufferResource& br, MemoryType to) 
     array.release(&array);
     check(rc, "get_schema");
   }
-  ArrowImport imported = import_arrow(&schema, &array, br);
-  return copied(imported, br, to);
+  return import_arrow(&schema, &array, br);
+}
+
+std::optional<Table> ArrowStreamReader::next(BufferResource& br, MemoryType to, std::size_t rows) {
+  std::vector<ArrowImport> batches;
+  std::size_t have = 0;
+  while (auto batch = next_import(br)) {
+    const std::size_t n = batch->view().num_rows();
+    if (!batches.empty() && have + n > rows) {  // the next table's first
+      pending_.emplace(std::move(*batch));
+      break;
+    }
+    have += n;
+    batches.push_back(std::move(*batch));
+  }
+  if (batches.empty()) return std::nullopt;
+  return copied(batches, br, to);
 }
 
 nb::object ArrowStreamReader::schema() {
@@ -217,12 +239,12 @@ void bind_arrow(nb::module_& m) {
       .def("schema", &ArrowStreamReader::schema, "The stream's schema, as a capsule.")
       .def(
           "next",
-          [](ArrowStreamReader& r, BufferResource& br, const std::string& tier) {
-            return r.next(br, parse_memory_type(tier));
-          },
-          nb::arg("br"), nb::arg("tier") = "HOST", nb::keep_alive<0, 2>(),
+          [](ArrowStreamReader& r, BufferResource& br, const std::string& tier,
+             std::size_t rows) { return r.next(br, parse_memory_type(tier), rows); },
+          nb::arg("br"), nb::arg("tier") = "HOST", nb::arg("rows") = 0, nb::keep_alive<0, 2>(),
           "The next batch as a spillway Table on `tier` (as table_from_capsules), or None at "
-          "the end.");
+          "the end; with `rows`, the next batches concatenated while they fit in that many "
+          "rows (at least one): one table, one copy, from a stream of small batches.");
 }
 
 }  // namespace spillway::python

@@ -65,13 +65,18 @@ class ArrowStreamReader {
   ArrowStreamReader(const ArrowStreamReader&) = delete;
   ArrowStreamReader& operator=(const ArrowStreamReader&) = delete;
   /// The next batch, or nullopt at the end. @throws spillway::io_error for the producer's error
-  std::optional<Table> next(BufferResource& br, MemoryType to = MemoryType::HOST);
+  /// The next batches, concatenated into one table on `to` while their rows fit in `rows`
+  /// (at least one batch; 0: one), or nullopt at the end.
+  std::optional<Table> next(BufferResource& br, MemoryType to = MemoryType::HOST,
+                            std::size_t rows = 0);
   /// The stream's schema as an "arrow_schema" capsule.
   nb::object schema();
 
  private:
   void check(int rc, const char* what);
+  std::optional<ArrowImport> next_import(BufferResource& br);
   ArrowArrayStream stream_{};
+  std::optional<ArrowImport> pending_;  // read, and the first of the next table
 };
 
 }  // namespace spillway::python

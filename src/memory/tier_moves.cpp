@@ -12,6 +12,8 @@
 #include "memory/detail/buffer_stats.hpp"
 
 #include <algorithm>
+#include <array>
+#include <vector>
 #include <cstring>
 
 namespace spillway {
@@ -137,8 +139,16 @@ std::unique_ptr<Buffer> BufferResource::copy(const Buffer& src, MemoryReservatio
       copy_from_disk(src, *dst, stream);
     } else if (n > 0 && (from == MemoryType::DEVICE || to == MemoryType::DEVICE)) {
       activate_device();
-      const bool pageable = from == MemoryType::HOST || to == MemoryType::HOST;
-      if (pageable && try_staged_copy(dst->data(), src.data(), n, to == MemoryType::DEVICE, stream)) {
+      const std::byte* in = src.data();
+      const bool staged =
+          from == MemoryType::HOST
+              ? try_staged_upload(dst->data(), n,
+                                  [&](std::size_t at, std::size_t len, std::byte* out) {
+                                    std::memcpy(out, in + at, len);
+                                  },
+                                  stream)
+              : to == MemoryType::HOST && try_staged_download(dst->data(), in, n, stream);
+      if (staged) {
         statistics_.add(copy_stat(from, to), static_cast<double>(n), seconds_since(t0));
         return dst;
       }
@@ -155,55 +165,90 @@ std::unique_ptr<Buffer> BufferResource::copy(const Buffer& src, MemoryReservatio
   return dst;
 }
 
-std::unique_ptr<Buffer> BufferResource::copy(const void* src, std::size_t n,
-                                             MemoryReservation& res, Stream stream) {
-  SPILLWAY_NVTX_RANGE("copy from host memory");
-  const MemoryType to = res.mem_type();
-  check_live(to);
-  SPILLWAY_EXPECTS(to != MemoryType::DISK, "a copy of host memory straight to DISK");
-  SPILLWAY_EXPECTS(src != nullptr || n == 0, "a copy of " + std::to_string(n) +
-                                                 " bytes from a null pointer");
-  const auto t0 = Clock::now();
-  auto dst = allocate(res, n, stream);
-  const auto* from = static_cast<const std::byte*>(src);
-  if (n > 0 && to == MemoryType::DEVICE) {
-    activate_device();
-    if (!try_staged_copy(dst->data(), from, n, true, stream)) {
-      cuda::memcpy_async(dst->data(), from, n, stream);
-      stream.synchronize();  // `src` may go once this returns
-    }
-  } else if (n > 0) {
-    std::memcpy(dst->data(), from, n);
-  }
-  statistics_.add(copy_stat(MemoryType::HOST, to), static_cast<double>(n), seconds_since(t0));
-  return dst;
+void BufferResource::write(Buffer& dst, std::size_t offset, const void* src, std::size_t n,
+                           Stream stream) {
+  const std::array<HostBytes, 1> part{HostBytes(static_cast<const std::byte*>(src), n)};
+  SPILLWAY_EXPECTS(src != nullptr || n == 0,
+                   "a write of " + std::to_string(n) + " bytes from a null pointer");
+  write(dst, offset, part, stream);
 }
 
-bool BufferResource::try_staged_copy(std::byte* dst, const std::byte* src, std::size_t n,
-                                     bool to_device, Stream stream) {
-  if (n < staged_min || !is_live(MemoryType::PINNED_HOST)) return false;
-  const std::size_t pieces = (n + staged_piece - 1) / staged_piece;
-  std::optional<MemoryReservation> res;
-  for (std::size_t lanes = std::min({staged_lanes, spill_files_.io_threads() + 1, pieces});
-       lanes > 0 && !res; lanes /= 2) {
-    res = try_reserve(MemoryType::PINNED_HOST, io::staging_bytes(staged_piece, lanes));
-  }
-  if (!res) return false;  // the pinned tier is full: a plain copy
-  const auto staging = allocate(*res, res->size(), stream);
-  const io::Staging view{staging->data(), staging->size()};
-  if (to_device) {
-    io::staged_read_to_device(
-        dst, n, staged_piece,
-        [&](std::size_t at, std::size_t len, std::byte* to) { std::memcpy(to, src + at, len); },
-        view, &spill_files_.pool(), stream);
+void BufferResource::write(Buffer& dst, std::size_t offset, std::span<const HostBytes> parts,
+                           Stream stream) {
+  const MemoryType to = dst.mem_type();
+  std::size_t n = 0;
+  for (const HostBytes& p : parts) n += p.size();
+  SPILLWAY_EXPECTS(to != MemoryType::DISK, "a write of host memory into a DISK buffer");
+  SPILLWAY_EXPECTS(offset <= dst.size() && n <= dst.size() - offset,
+                   "a write of " + std::to_string(n) + " bytes at " + std::to_string(offset) +
+                       " into a buffer of " + std::to_string(dst.size()));
+  if (n == 0) return;
+  SPILLWAY_NVTX_RANGE("write of host memory");
+  const auto t0 = Clock::now();
+  std::byte* at = dst.data() + offset;
+  if (to != MemoryType::DEVICE) {
+    for (const HostBytes& p : parts) {
+      if (!p.empty()) std::memcpy(at, p.data(), p.size());
+      at += p.size();
+    }
   } else {
-    io::staged_write_from_device(
-        src, n, staged_piece,
-        [&](std::size_t at, std::size_t len, const std::byte* from) {
-          std::memcpy(dst + at, from, len);
-        },
-        view, &spill_files_.pool(), stream);
+    activate_device();
+    // The parts one after another: a piece [begin, begin + len) of them, read from each it
+    // overlaps (starts[i] is where part i begins).
+    std::vector<std::size_t> starts(parts.size() + 1, 0);
+    for (std::size_t i = 0; i < parts.size(); ++i) starts[i + 1] = starts[i] + parts[i].size();
+    const auto read = [&](std::size_t begin, std::size_t len, std::byte* out) {
+      auto i = static_cast<std::size_t>(
+          std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin() - 1);
+      for (std::size_t done = 0; done < len; ++i) {
+        const std::size_t from = begin + done - starts[i];
+        const std::size_t take = std::min(len - done, parts[i].size() - from);
+        std::memcpy(out + done, parts[i].data() + from, take);
+        done += take;
+      }
+    };
+    if (!try_staged_upload(at, n, read, stream)) {
+      for (const HostBytes& p : parts) {
+        if (!p.empty()) cuda::memcpy_async(at, p.data(), p.size(), stream);
+        at += p.size();
+      }
+      stream.synchronize();  // the parts may go once this returns
+    }
   }
+  statistics_.add(copy_stat(MemoryType::HOST, to), static_cast<double>(n), seconds_since(t0));
+}
+
+std::unique_ptr<Buffer> BufferResource::try_copy_staging(std::size_t n, Stream stream) {
+  if (n < staged_min || !is_live(MemoryType::PINNED_HOST)) return nullptr;
+  const std::size_t pieces = (n + staged_piece - 1) / staged_piece;
+  for (std::size_t lanes = std::min({staged_lanes, spill_files_.io_threads() + 1, pieces});
+       lanes > 0; lanes /= 2) {
+    if (auto res = try_reserve(MemoryType::PINNED_HOST, io::staging_bytes(staged_piece, lanes))) {
+      return allocate(*res, res->size(), stream);
+    }
+  }
+  return nullptr;  // the pinned tier is full: a plain copy
+}
+
+bool BufferResource::try_staged_upload(std::byte* dst, std::size_t n, const io::PieceReader& read,
+                                       Stream stream) {
+  const auto staging = try_copy_staging(n, stream);
+  if (!staging) return false;
+  io::staged_read_to_device(dst, n, staged_piece, read, {staging->data(), staging->size()},
+                            &spill_files_.pool(), stream);
+  return true;
+}
+
+bool BufferResource::try_staged_download(std::byte* dst, const std::byte* src, std::size_t n,
+                                         Stream stream) {
+  const auto staging = try_copy_staging(n, stream);
+  if (!staging) return false;
+  io::staged_write_from_device(
+      src, n, staged_piece,
+      [&](std::size_t at, std::size_t len, const std::byte* from) {
+        std::memcpy(dst + at, from, len);
+      },
+      {staging->data(), staging->size()}, &spill_files_.pool(), stream);
   return true;
 }
 

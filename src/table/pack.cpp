@@ -136,8 +136,10 @@ UnpackedTable unpack(PackedData packed) {
   return UnpackedTable(std::move(packed), std::move(view));
 }
 
-Table concat(std::span<const TableView> tables, BufferResource& br) {
+Table concat(std::span<const TableView> tables, BufferResource& br, MemoryType to,
+             Stream stream) {
   SPILLWAY_NVTX_RANGE("concatenate");
+  SPILLWAY_EXPECTS(to != MemoryType::DISK, "concat: into DEVICE, PINNED_HOST or HOST, not DISK");
   const std::size_t rows = detail::check_concat_args(tables);
   const TableView& first = tables.front();
   std::vector<Column> columns;
@@ -151,8 +153,7 @@ Table concat(std::span<const TableView> tables, BufferResource& br) {
     }
     SPILLWAY_EXPECTS(chars <= static_cast<std::size_t>(INT32_MAX),
                      "concat: more characters than int32 offsets allow");
-    auto data =
-        br.allocate(MemoryType::HOST, type == TypeId::STRING ? chars : rows * size_of(type));
+    auto data = br.allocate(to, type == TypeId::STRING ? chars : rows * size_of(type), stream);
     std::unique_ptr<Buffer> offsets;
     std::unique_ptr<Buffer> mask;
     if (type == TypeId::STRING) offsets = br.allocate(MemoryType::HOST, (rows + 1) * 4);
@@ -160,6 +161,7 @@ Table concat(std::span<const TableView> tables, BufferResource& br) {
       mask = br.allocate(MemoryType::HOST, mask_bytes(rows));
       if (mask->size() > 0) std::memset(mask->data(), 0, mask->size());
     }
+    std::vector<BufferResource::HostBytes> parts;
     std::size_t row = 0;
     std::int32_t char_at = 0;
     auto* off = offsets ? reinterpret_cast<std::int32_t*>(offsets->data()) : nullptr;
@@ -170,15 +172,18 @@ Table concat(std::span<const TableView> tables, BufferResource& br) {
         detail::copy_bits(reinterpret_cast<std::uint8_t*>(mask->data()), row, col.null_mask, 0,
                           col.size);
       }
+      const std::size_t n = col.data_bytes();
+      if (n > 0) parts.emplace_back(static_cast<const std::byte*>(col.data), n);
       if (type == TypeId::STRING) {
-        const std::size_t n = col.data_bytes();
-        if (n > 0) std::memcpy(data->data() + char_at, col.data, n);
         for (std::size_t i = 0; i < col.size; ++i) off[row + i + 1] = char_at + col.offsets[i + 1];
         char_at += static_cast<std::int32_t>(n);
-      } else if (col.size > 0) {
-        std::memcpy(data->data() + row * size_of(type), col.data, col.size * size_of(type));
       }
       row += col.size;
+    }
+    br.write(*data, 0, parts, stream);  // one copy of the values of every table
+    if (to != MemoryType::HOST) {  // made on the host, then moved (done before this returns)
+      if (offsets) offsets = br.move(std::move(offsets), to, stream);
+      if (mask) mask = br.move(std::move(mask), to, stream);
     }
     columns.emplace_back(type, rows, std::move(data), std::move(offsets), std::move(mask));
   }

@@ -95,19 +95,4 @@ Table copy_table(const Table& table, MemoryType to, BufferResource& br, Stream s
   return Table(std::move(columns), table.names());
 }
 
-Table copy_table(const TableView& view, MemoryType to, BufferResource& br, Stream stream) {
-  auto copy = [&](const void* p, std::size_t bytes) -> std::unique_ptr<Buffer> {
-    auto res = br.reserve(to, bytes);
-    return br.copy(p, bytes, res, stream);
-  };
-  std::vector<Column> columns;
-  for (const ColumnView& col : view.columns) {
-    const bool strings = col.type == TypeId::STRING;
-    columns.emplace_back(col.type, col.size, copy(col.data, col.data_bytes()),
-                         strings ? copy(col.offsets, (col.size + 1) * sizeof(std::int32_t)) : nullptr,
-                         col.nullable() ? copy(col.null_mask, mask_bytes(col.size)) : nullptr);
-  }
-  return Table(std::move(columns), view.names);
-}
-
 }  // namespace spillway

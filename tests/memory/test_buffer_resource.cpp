@@ -414,30 +414,40 @@ TEST(BufferResource, OutOfMemoryIsABadAlloc) {
   }
 }
 
-// A copy of host memory the resource does not own (an Arrow buffer) into every tier that takes
-// one, complete on return; DISK is refused.
-TYPED_TEST(TierConformance, CopyOfForeignHostMemoryKeepsContents) {
+// Writes of host memory the resource does not own (an Arrow buffer) into every tier that takes
+// one, at an offset, whole or gathered from parts; complete on return. DISK and ranges outside
+// the buffer are refused.
+TYPED_TEST(TierConformance, WritesOfHostMemoryKeepContents) {
   BufferResource br(test::small_config(this->dir_.path()));
   constexpr MemoryType to = TestFixture::tier;
   SPILLWAY_SKIP_UNLESS_LIVE(br, to);
   std::vector<std::byte> host(9 * MiB + 5);
   if (to == MemoryType::DISK) {
-    auto res = br.reserve(to, KiB);
-    EXPECT_THROW((void)br.copy(host.data(), KiB, res), logic_error);
+    auto disk = br.move(br.allocate(MemoryType::HOST, KiB), MemoryType::DISK);
+    EXPECT_THROW(br.write(*disk, 0, host.data(), KiB), logic_error);
     return;
   }
   for (std::size_t n : {std::size_t{0}, std::size_t{4095}, 4 * MiB, host.size()}) {
     const std::uint64_t seed = n + 11;
     test::fill_pattern(host.data(), n, seed);
-    auto res = br.reserve(to, n);
-    auto dst = br.copy(host.data(), n, res, br.stream());
-    std::fill(host.begin(), host.end(), std::byte{0});  // the copy owes nothing to the source
-    ASSERT_EQ(dst->mem_type(), to);
-    ASSERT_EQ(dst->size(), n);
-    EXPECT_EQ(test::verify(br, *dst, seed), n) << to_string(to) << " n=" << n;
+    auto dst = br.allocate(to, n + 3, br.stream());
+    br.write(*dst, 3, host.data(), n, br.stream());
+    // The same bytes gathered from three parts of odd sizes into another buffer.
+    const std::size_t a = n / 3 + 1 > n ? n : n / 3 + 1;
+    const std::size_t b = (n - a) / 2;
+    const std::array<BufferResource::HostBytes, 3> parts{
+        BufferResource::HostBytes(host.data(), a), BufferResource::HostBytes(host.data() + a, b),
+        BufferResource::HostBytes(host.data() + a + b, n - a - b)};
+    auto gathered = br.allocate(to, n, br.stream());
+    br.write(*gathered, 0, parts, br.stream());
+    std::fill(host.begin(), host.end(), std::byte{0});  // the copies owe nothing to the source
+    auto view = BufferResource::view(*dst, 3, n);
+    EXPECT_EQ(test::verify(br, *view, seed), n) << to_string(to) << " n=" << n;
+    EXPECT_EQ(test::verify(br, *gathered, seed), n) << to_string(to) << " gathered, n=" << n;
   }
-  auto res = br.reserve(to, KiB);
-  EXPECT_THROW((void)br.copy(nullptr, KiB, res), logic_error);
+  auto small = br.allocate(to, KiB);
+  EXPECT_THROW(br.write(*small, 0, nullptr, KiB), logic_error);
+  EXPECT_THROW(br.write(*small, 1, host.data(), KiB), logic_error);
 }
 
 // Large copies between pageable HOST memory and the GPU go through pinned staging taken from

@@ -58,13 +58,31 @@ def test_batches_go_straight_into_a_tier(tmp_path, tier):
     n = 700_000
     big = pa.table({"i": pa.array(range(n), type=pa.int64()),
                     "s": pa.array([None if i % 11 == 0 else str(i) for i in range(n)])})
-    for t in (sample(100), sample(100).slice(13, 50), sample(100).slice(0, 0), big,
-              big.slice(5, n - 10)):
-        parts = list(spillway.tables.batches(t, br, tier))
+    # And chunks gathered into one table: one copy of several Arrow batches.
+    chunked = pa.concat_tables([big.slice(3, 300_001), big.slice(300_004), sample(5).select([])
+                                .append_column("i", pa.array(range(5), pa.int64()))
+                                .append_column("s", pa.array(["x"] * 5))])
+    for t, rows in ((sample(100), 0), (sample(100).slice(13, 50), 0),
+                    (sample(100).slice(0, 0), 0), (big, 0), (big.slice(5, n - 10), 0),
+                    (chunked, n)):
+        parts = list(spillway.tables.batches(t, br, tier, rows))
         assert all(p.on_gpu == (tier == "DEVICE" and p.num_rows > 0) for p in parts)
         assert pa.concat_tables([spillway.to_arrow(p) for p in parts]).equals(t)
+        if rows:
+            assert [p.num_rows for p in parts] == [n - 3, 5]
     with pytest.raises(spillway.SpillwayError, match="not DISK"):
         list(spillway.tables.batches(sample(10), br, "DISK"))
+
+
+def test_a_stream_of_small_batches_comes_in_as_tables_of_up_to_rows(br):
+    t = sample(100)
+    reader = pa.RecordBatchReader.from_batches(t.schema, t.to_batches(max_chunksize=7))
+    parts = list(spillway.tables.batches(reader, br, rows=30))
+    assert [p.num_rows for p in parts] == [28, 28, 28, 16]  # whole batches of 7 (and 2)
+    assert pa.concat_tables([spillway.to_arrow(p) for p in parts]).equals(t)
+    # A batch larger than `rows` comes whole.
+    reader = pa.RecordBatchReader.from_batches(t.schema, t.to_batches(max_chunksize=40))
+    assert [p.num_rows for p in spillway.tables.batches(reader, br, rows=30)] == [40, 40, 20]
 
 
 def test_record_batches_and_streams(br):

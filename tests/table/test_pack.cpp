@@ -299,24 +299,31 @@ TEST(Unpack, DevicePayloadNeedsTheGpuPath) {
   EXPECT_THROW((void)unpack(std::move(p)), logic_error);
 }
 
-// copy_table of a view of host memory (as an imported Arrow batch is) into each tier that takes
-// one: the same table back on the host, from buffers large enough for the staged copy to the
-// GPU (4 MiB and up), small ones and none.
-TEST(CopyTable, AHostViewIntoEveryTierKeepsEveryByte) {
+// concat of views of host memory (as imported Arrow batches are) into each tier that takes
+// them: the same table back on the host, with buffers large enough for the staged copy to the
+// GPU (4 MiB and up), small ones, odd row counts (validity bits at every offset) and none.
+TEST(Concat, HostTablesIntoEveryTierKeepEveryByte) {
   test::TempDir dir;
   BufferResource br(test::small_config(dir.path()));
-  for (const std::size_t rows : {std::size_t{0}, std::size_t{13}, std::size_t{700000}}) {
-    const Table t = mixed_table(br, rows, rows == 13 ? 0.0 : 0.25, rows + 5);
-    for (const MemoryType to : {MemoryType::HOST, MemoryType::PINNED_HOST, MemoryType::DEVICE}) {
-      if (!br.is_live(to)) continue;
-      const Table copied = copy_table(t.view(), to, br, br.stream());
+  std::vector<Table> parts;
+  for (const std::size_t rows : {13, 0, 700000, 1, 99999}) {
+    parts.push_back(mixed_table(br, rows, rows == 13 ? 0.0 : 0.25, rows + 5));
+  }
+  std::vector<TableView> views;
+  for (const Table& t : parts) views.push_back(t.view());
+  const Table want = concat(views, br);
+  for (const MemoryType to : {MemoryType::HOST, MemoryType::PINNED_HOST, MemoryType::DEVICE}) {
+    if (!br.is_live(to)) continue;
+    for (const std::size_t n : {std::size_t{1}, std::size_t{2}, views.size()}) {
+      const auto some = std::span<const TableView>(views).first(n);
+      const Table copied = concat(some, br, to, br.stream());
       ASSERT_EQ(copied.column(0).data().mem_type(), to);
       const Table back = copy_table(copied, MemoryType::HOST, br, br.stream());
       br.stream().synchronize();
-      SCOPED_TRACE(std::string(to_string(to)) + ", " + std::to_string(rows) + " rows");
-      test::expect_tables_equal(t.view(), back.view());
+      SCOPED_TRACE(std::string(to_string(to)) + ", " + std::to_string(n) + " tables");
+      test::expect_tables_equal(n == views.size() ? want.view() : concat(some, br).view(),
+                                back.view());
     }
   }
-  const Table t = mixed_table(br, 5, 0.0);
-  EXPECT_THROW((void)copy_table(t.view(), MemoryType::DISK, br), logic_error);
+  EXPECT_THROW((void)concat(views, br, MemoryType::DISK), logic_error);
 }

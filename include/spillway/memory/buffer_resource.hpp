@@ -214,15 +214,20 @@ class BufferResource {
   /// @throws spillway::io_error (disk), spillway::cuda_error, spillway::logic_error
   std::unique_ptr<Buffer> copy(const Buffer& src, MemoryReservation& reservation,
                                Stream stream = {});
-  /// Copies `n` bytes of host memory the resource does not own (an Arrow array's buffer, say)
-  /// into a new buffer of the reservation's tier (DEVICE, PINNED_HOST or HOST), drawn from it;
-  /// done when this returns, so `src` may go after. Large copies between pageable memory and
-  /// the GPU, here and in copy() above, go through pinned staging on the I/O threads when the
-  /// PINNED_HOST tier has room for it: cudaMemcpy from pageable memory is staged by one driver
-  /// thread, several times slower than PCIe.
-  /// @throws spillway::cuda_error, spillway::logic_error for DISK
-  std::unique_ptr<Buffer> copy(const void* src, std::size_t n, MemoryReservation& reservation,
-                               Stream stream = {});
+  /// Copies `n` bytes of host memory (the resource's or not: an Arrow array's buffer, say)
+  /// into `dst` (DEVICE, PINNED_HOST or HOST) at `offset`; done when this returns, so `src` may
+  /// go after. Large copies between pageable memory and the GPU, here and in copy() above, go
+  /// through pinned staging on the I/O threads when the PINNED_HOST tier has room for it:
+  /// cudaMemcpy from pageable memory is staged by one driver thread, several times slower
+  /// than PCIe. @throws spillway::cuda_error, spillway::logic_error for DISK or a range outside
+  /// `dst`
+  void write(Buffer& dst, std::size_t offset, const void* src, std::size_t n, Stream stream = {});
+  /// Host memory to write: one part of a gathered write.
+  using HostBytes = std::span<const std::byte>;
+  /// write() of `parts`, one after another from `offset` (the columns of several Arrow batches
+  /// into one buffer), as one copy: staged pieces may span parts.
+  void write(Buffer& dst, std::size_t offset, std::span<const HostBytes> parts,
+             Stream stream = {});
   /// Moves `buf` to the reservation's tier (a copy, then the source is freed once the copy has
   /// completed). Returns `buf` itself when it is already there. If the move fails (an exception),
   /// `buf` is left untouched with the caller: no data is lost.
@@ -294,11 +299,15 @@ class BufferResource {
   void trim_host_cache() noexcept;
   std::unique_ptr<Buffer> copy_to_disk(const Buffer& src, MemoryReservation& res, Stream stream);
   void copy_from_disk(const Buffer& src, Buffer& dst, Stream stream);
-  /// Copies `n` bytes between pageable host memory and the GPU (to the GPU when `to_device`)
-  /// through pinned staging on the I/O threads, when that pays and the PINNED_HOST tier has
-  /// room for the staging now; returns false, having done nothing, otherwise.
-  bool try_staged_copy(std::byte* dst, const std::byte* src, std::size_t n, bool to_device,
-                       Stream stream);
+  /// Pinned staging for a copy of `n` bytes between pageable memory and the GPU, when that
+  /// pays and the PINNED_HOST tier has room for it now; null otherwise.
+  std::unique_ptr<Buffer> try_copy_staging(std::size_t n, Stream stream);
+  /// `n` bytes, as `read` gives them, to device memory `dst` through pinned staging on the I/O
+  /// threads; false, having done nothing, when try_copy_staging gives none.
+  bool try_staged_upload(std::byte* dst, std::size_t n, const io::PieceReader& read,
+                         Stream stream);
+  /// `n` bytes of device memory `src` to pageable `dst`, the same way.
+  bool try_staged_download(std::byte* dst, const std::byte* src, std::size_t n, Stream stream);
   /// Staging for a DEVICE<->DISK copy of `n` bytes (its piece a multiple of the spill piece).
   Staging disk_staging(std::size_t n, Stream stream);
 

@@ -48,9 +48,13 @@ UnpackedTable unpack(PackedData packed);
 /// they hold until the last of them goes (the payload's memory stays counted until then).
 Table to_table(UnpackedTable unpacked);
 
-/// Concatenates tables of the same schema into one new HOST table.
-/// @throws spillway::logic_error when the schemas differ.
-Table concat(std::span<const TableView> tables, BufferResource& br);
+/// Concatenates tables of the same schema in host memory into one new table on tier `to`
+/// (HOST, PINNED_HOST, or DEVICE: the values and characters are copied straight to the GPU,
+/// through pinned staging when large; string offsets and validity are made on the host first).
+/// One copy of an imported Arrow batch (or several) into spillway's memory. Done on return.
+/// @throws spillway::logic_error when the schemas differ, or for DISK
+Table concat(std::span<const TableView> tables, BufferResource& br,
+             MemoryType to = MemoryType::HOST, Stream stream = {});
 
 /// unpack() each, then concat(); the schemas must agree. A payload that is not in host memory
 /// (on DISK after a spill, or on the GPU) is moved to HOST first. A single chunk is not copied

@@ -65,10 +65,4 @@ class Table {
 /// asynchronous on `stream`. @throws spillway::out_of_memory
 Table copy_table(const Table& table, MemoryType to, BufferResource& br, Stream stream = {});
 
-/// A copy of a view of host memory (an imported Arrow batch, say) whose buffers are on tier
-/// `to` (DEVICE, PINNED_HOST or HOST): one copy of each buffer, straight to the GPU for DEVICE
-/// (BufferResource::copy of host memory). Done when this returns: the view's memory may go.
-/// @throws spillway::out_of_memory, spillway::logic_error for DISK
-Table copy_table(const TableView& view, MemoryType to, BufferResource& br, Stream stream = {});
-
 }  // namespace spillway
