@@ -12,6 +12,17 @@ from .shuffle import _POLL_SECONDS
 _END = object()
 
 
+def offer(items: queue.Queue, item: Any, stop: threading.Event) -> bool:
+    """Puts `item` into `items` once there is room; False, leaving it out, once `stop` is set."""
+    while not stop.is_set():
+        try:
+            items.put(item, timeout=_POLL_SECONDS)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
 class Ahead:
     """Makes the items of `it` in a thread of its own, one ahead of the consumer: while the
     consumer works on one item the next is made (for the join, an Arrow batch imported and
@@ -62,13 +73,7 @@ class Ahead:
             self._offer(_Raised(e))
 
     def _offer(self, item: Any) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._items.put(item, timeout=_POLL_SECONDS)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return offer(self._items, item, self._stop)
 
     def _wait_wanted(self) -> bool:
         while not self._stop.is_set():

@@ -10,7 +10,7 @@ import threading
 from typing import Any, Callable, Iterator, Sequence
 
 from . import _spillway
-from ._ahead import Ahead
+from ._ahead import Ahead, offer
 from .errors import UsageError
 from .shuffle import _POLL_SECONDS, _Progress, _in_slices, _key_indices
 from .tables import batches, from_arrow, to_arrow
@@ -185,13 +185,7 @@ class _Handoff:
         self.stopped = threading.Event()
 
     def offer(self, item: Any) -> bool:
-        while not self.stopped.is_set():
-            try:
-                self.items.put(item, timeout=_POLL_SECONDS)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return offer(self.items, item, self.stopped)
 
     def out(self, pid: int, table: Any) -> None:
         if not self.offer((pid, table)):
