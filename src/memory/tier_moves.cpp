@@ -28,11 +28,9 @@ namespace {
 // pinned staging: cudaMemcpy from pageable memory is staged by one driver thread (~7 GB/s on
 // the H200 machine, against ~55 from pinned memory), the staged copy by the I/O threads, each
 // copying its pieces into a lane of two pinned buffers while the lane's last piece crosses.
-// The lanes are the process's pooled ones (io/staged_copy.hpp: allocating pinned memory and
-// streams for each copy cost more than a 10 MiB copy takes); their bytes are charged to the
-// PINNED_HOST tier while the copy runs.
 constexpr std::size_t staged_min = std::size_t{4} << 20;
 constexpr std::size_t staged_piece = std::size_t{2} << 20;
+constexpr std::size_t staged_lanes = 8;
 
 }  // namespace
 
@@ -220,32 +218,37 @@ void BufferResource::write(Buffer& dst, std::size_t offset, std::span<const Host
   statistics_.add(copy_stat(MemoryType::HOST, to), static_cast<double>(n), seconds_since(t0));
 }
 
-std::optional<MemoryReservation> BufferResource::try_copy_staging(std::size_t n) {
-  if (n < staged_min || !is_live(MemoryType::PINNED_HOST)) return std::nullopt;
+std::unique_ptr<Buffer> BufferResource::try_copy_staging(std::size_t n, Stream stream) {
+  if (n < staged_min || !is_live(MemoryType::PINNED_HOST)) return nullptr;
   const std::size_t pieces = (n + staged_piece - 1) / staged_piece;
-  const std::size_t lanes = std::min(spill_files_.io_threads() + 1, pieces);
-  // (Empty when the pinned tier is full: a plain copy.)
-  return try_reserve(MemoryType::PINNED_HOST, io::staging_bytes(staged_piece, lanes));
+  for (std::size_t lanes = std::min({staged_lanes, spill_files_.io_threads() + 1, pieces});
+       lanes > 0; lanes /= 2) {
+    if (auto res = try_reserve(MemoryType::PINNED_HOST, io::staging_bytes(staged_piece, lanes))) {
+      return allocate(*res, res->size(), stream);
+    }
+  }
+  return nullptr;  // the pinned tier is full: a plain copy
 }
 
 bool BufferResource::try_staged_upload(std::byte* dst, std::size_t n, const io::PieceReader& read,
                                        Stream stream) {
-  const auto charge = try_copy_staging(n);
-  if (!charge) return false;
-  io::staged_read_to_device(dst, n, staged_piece, read, {}, &spill_files_.pool(), stream);
+  const auto staging = try_copy_staging(n, stream);
+  if (!staging) return false;
+  io::staged_read_to_device(dst, n, staged_piece, read, {staging->data(), staging->size()},
+                            &spill_files_.pool(), stream);
   return true;
 }
 
 bool BufferResource::try_staged_download(std::byte* dst, const std::byte* src, std::size_t n,
                                          Stream stream) {
-  const auto charge = try_copy_staging(n);
-  if (!charge) return false;
+  const auto staging = try_copy_staging(n, stream);
+  if (!staging) return false;
   io::staged_write_from_device(
       src, n, staged_piece,
       [&](std::size_t at, std::size_t len, const std::byte* from) {
         std::memcpy(dst + at, from, len);
       },
-      {}, &spill_files_.pool(), stream);
+      {staging->data(), staging->size()}, &spill_files_.pool(), stream);
   return true;
 }
 

@@ -299,12 +299,11 @@ class BufferResource {
   void trim_host_cache() noexcept;
   std::unique_ptr<Buffer> copy_to_disk(const Buffer& src, MemoryReservation& res, Stream stream);
   void copy_from_disk(const Buffer& src, Buffer& dst, Stream stream);
-  /// The charge to PINNED_HOST of the pooled pinned lanes a copy of `n` bytes between
-  /// pageable memory and the GPU takes, when staging pays and the tier has room for it now;
-  /// empty otherwise.
-  std::optional<MemoryReservation> try_copy_staging(std::size_t n);
+  /// Pinned staging for a copy of `n` bytes between pageable memory and the GPU, when that
+  /// pays and the PINNED_HOST tier has room for it now; null otherwise.
+  std::unique_ptr<Buffer> try_copy_staging(std::size_t n, Stream stream);
   /// `n` bytes, as `read` gives them, to device memory `dst` through pinned staging on the I/O
-  /// threads; false, having done nothing, when try_copy_staging gives no charge.
+  /// threads; false, having done nothing, when try_copy_staging gives none.
   bool try_staged_upload(std::byte* dst, std::size_t n, const io::PieceReader& read,
                          Stream stream);
   /// `n` bytes of device memory `src` to pageable `dst`, the same way.
