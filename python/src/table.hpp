@@ -64,9 +64,9 @@ class ArrowStreamReader {
   ~ArrowStreamReader();
   ArrowStreamReader(const ArrowStreamReader&) = delete;
   ArrowStreamReader& operator=(const ArrowStreamReader&) = delete;
-  /// The next batch, or nullopt at the end. @throws spillway::io_error for the producer's error
   /// The next batches, concatenated into one table on `to` while their rows fit in `rows`
   /// (at least one batch; 0: one), or nullopt at the end.
+  /// @throws spillway::io_error for the producer's error
   std::optional<Table> next(BufferResource& br, MemoryType to = MemoryType::HOST,
                             std::size_t rows = 0);
   /// The stream's schema as an "arrow_schema" capsule.

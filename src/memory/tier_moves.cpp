@@ -13,8 +13,8 @@
 
 #include <algorithm>
 #include <array>
-#include <vector>
 #include <cstring>
+#include <vector>
 
 namespace spillway {
 
