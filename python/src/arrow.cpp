@@ -44,8 +44,9 @@ void release_and_free(PyObject* capsule, const char* name) {
 /// spillway's own copy of imported batches, concatenated, on tier `to`, made without the GIL
 /// (the Arrow buffers stay alive in `imported`).
 Table copied(std::span<const ArrowImport> imported, BufferResource& br, MemoryType to) {
-  SPILLWAY_EXPECTS(to != MemoryType::DISK, "an Arrow batch goes into DEVICE, PINNED_HOST or "
-                                           "HOST memory, not DISK");
+  SPILLWAY_EXPECTS(to != MemoryType::DISK,
+                   "an Arrow batch goes into DEVICE, PINNED_HOST or "
+                   "HOST memory, not DISK");
   std::vector<TableView> views;
   for (const ArrowImport& i : imported) views.push_back(i.view());
   nb::gil_scoped_release nogil;
@@ -239,8 +240,9 @@ void bind_arrow(nb::module_& m) {
       .def("schema", &ArrowStreamReader::schema, "The stream's schema, as a capsule.")
       .def(
           "next",
-          [](ArrowStreamReader& r, BufferResource& br, const std::string& tier,
-             std::size_t rows) { return r.next(br, parse_memory_type(tier), rows); },
+          [](ArrowStreamReader& r, BufferResource& br, const std::string& tier, std::size_t rows) {
+            return r.next(br, parse_memory_type(tier), rows);
+          },
           nb::arg("br"), nb::arg("tier") = "HOST", nb::arg("rows") = 0, nb::keep_alive<0, 2>(),
           "The next batch as a spillway Table on `tier` (as table_from_capsules), or None at "
           "the end; with `rows`, the next batches concatenated while they fit in that many "

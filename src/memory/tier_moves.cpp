@@ -142,11 +142,12 @@ std::unique_ptr<Buffer> BufferResource::copy(const Buffer& src, MemoryReservatio
       const std::byte* in = src.data();
       const bool staged =
           from == MemoryType::HOST
-              ? try_staged_upload(dst->data(), n,
-                                  [&](std::size_t at, std::size_t len, std::byte* out) {
-                                    std::memcpy(out, in + at, len);
-                                  },
-                                  stream)
+              ? try_staged_upload(
+                    dst->data(), n,
+                    [&](std::size_t at, std::size_t len, std::byte* out) {
+                      std::memcpy(out, in + at, len);
+                    },
+                    stream)
               : to == MemoryType::HOST && try_staged_download(dst->data(), in, n, stream);
       if (staged) {
         statistics_.add(copy_stat(from, to), static_cast<double>(n), seconds_since(t0));
@@ -198,8 +199,8 @@ void BufferResource::write(Buffer& dst, std::size_t offset, std::span<const Host
     std::vector<std::size_t> starts(parts.size() + 1, 0);
     for (std::size_t i = 0; i < parts.size(); ++i) starts[i + 1] = starts[i] + parts[i].size();
     const auto read = [&](std::size_t begin, std::size_t len, std::byte* out) {
-      auto i = static_cast<std::size_t>(
-          std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin() - 1);
+      auto i = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), begin) -
+                                        starts.begin() - 1);
       for (std::size_t done = 0; done < len; ++i) {
         const std::size_t from = begin + done - starts[i];
         const std::size_t take = std::min(len - done, parts[i].size() - from);

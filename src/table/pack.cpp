@@ -136,8 +136,7 @@ UnpackedTable unpack(PackedData packed) {
   return UnpackedTable(std::move(packed), std::move(view));
 }
 
-Table concat(std::span<const TableView> tables, BufferResource& br, MemoryType to,
-             Stream stream) {
+Table concat(std::span<const TableView> tables, BufferResource& br, MemoryType to, Stream stream) {
   SPILLWAY_NVTX_RANGE("concatenate");
   SPILLWAY_EXPECTS(to != MemoryType::DISK, "concat: into DEVICE, PINNED_HOST or HOST, not DISK");
   const std::size_t rows = detail::check_concat_args(tables);
@@ -181,7 +180,7 @@ Table concat(std::span<const TableView> tables, BufferResource& br, MemoryType t
       row += col.size;
     }
     br.write(*data, 0, parts, stream);  // one copy of the values of every table
-    if (to != MemoryType::HOST) {  // made on the host, then moved (done before this returns)
+    if (to != MemoryType::HOST) {       // made on the host, then moved (done before this returns)
       if (offsets) offsets = br.move(std::move(offsets), to, stream);
       if (mask) mask = br.move(std::move(mask), to, stream);
     }

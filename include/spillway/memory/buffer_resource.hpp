@@ -226,8 +226,7 @@ class BufferResource {
   using HostBytes = std::span<const std::byte>;
   /// write() of `parts`, one after another from `offset` (the columns of several Arrow batches
   /// into one buffer), as one copy: staged pieces may span parts.
-  void write(Buffer& dst, std::size_t offset, std::span<const HostBytes> parts,
-             Stream stream = {});
+  void write(Buffer& dst, std::size_t offset, std::span<const HostBytes> parts, Stream stream = {});
   /// Moves `buf` to the reservation's tier (a copy, then the source is freed once the copy has
   /// completed). Returns `buf` itself when it is already there. If the move fails (an exception),
   /// `buf` is left untouched with the caller: no data is lost.
@@ -304,8 +303,7 @@ class BufferResource {
   std::unique_ptr<Buffer> try_copy_staging(std::size_t n, Stream stream);
   /// `n` bytes, as `read` gives them, to device memory `dst` through pinned staging on the I/O
   /// threads; false, having done nothing, when try_copy_staging gives none.
-  bool try_staged_upload(std::byte* dst, std::size_t n, const io::PieceReader& read,
-                         Stream stream);
+  bool try_staged_upload(std::byte* dst, std::size_t n, const io::PieceReader& read, Stream stream);
   /// `n` bytes of device memory `src` to pageable `dst`, the same way.
   bool try_staged_download(std::byte* dst, const std::byte* src, std::size_t n, Stream stream);
   /// Staging for a DEVICE<->DISK copy of `n` bytes (its piece a multiple of the spill piece).
