@@ -8,7 +8,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from . import _spillway
 from .errors import UsageError
-from .shuffle import _key_indices, _in_slices, shuffle_together
+from .shuffle import _Progress, _key_indices, _in_slices
 from .tables import batches, to_arrow
 
 OPS = ("count", "sum", "min", "max", "mean")
@@ -120,8 +120,23 @@ def _final(partials: _spillway.Table, keys, specs, br) -> _spillway.Table:
 
 
 def _distributed(data, keys, specs, br, comm, partitions, op_id, batch_rows):
-    for pid, (part,) in shuffle_together([(_partials(data, keys, specs, br, batch_rows), keys)],
-                                         comm, br, partitions, op_id, device="host"):
-        if part.num_columns == 0 or part.num_rows == 0:
-            continue
-        yield pid, _finish(_final(part, keys, specs, br), keys, specs)
+    """C++ ops::groupby, in a thread of its own as hash_join runs, its input read a table of
+    `batch_rows` ahead; its partitions' groups as they are made (empty ones left out)."""
+    from .join import JoinChunks, _Handoff, _Side
+    handoff = _Handoff()
+    side = _Side(data, keys, br, batch_rows, False, handoff.stopped)
+    try:
+        first = side.first
+        if first.on_gpu:
+            raise UsageError("groupby: the table must be in host memory")
+        names = first.column_names
+        aggs = [(_key_indices([c], names)[0], op) for c, op in specs]
+        _spillway.groupby_check(first, side.keys, aggs, br)
+    except BaseException:
+        handoff.stopped.set()  # ends the side's thread
+        raise
+    run = lambda out: _spillway.groupby_op(  # noqa: E731
+        comm, br, side.next, side.keys, aggs, partitions or 0, op_id, out) or ""
+    for pid, part in JoinChunks(run, _Progress(False, comm, br, None), handoff, [side]):
+        if part.num_rows:
+            yield pid, part

@@ -103,6 +103,11 @@ class _Side:
         return next(self._ahead, None)
 
     @property
+    def first(self) -> Any:
+        """Its first table, until the operator takes it (None after)."""
+        return self._pending[0] if self._pending else None
+
+    @property
     def waited(self) -> float:
         return self._ahead.waited
 

@@ -1,6 +1,7 @@
 // The local hash join of two spillway tables (table/join.hpp), for spillway.join, and the
 // distributed one (ops/hash_join.hpp), for spillway.hash_join.
 #include "bindings.hpp"
+#include "operator_io.hpp"
 #include "table.hpp"
 
 #include <spillway/comm/communicator.hpp>
@@ -27,21 +28,6 @@ JoinType join_type(const std::string& how) {
   }
   SPILLWAY_FAIL("join: how='" + how + "' (want inner, left, left_semi, left_anti or full)",
                 logic_error);
-}
-
-/// A Python callable that returns the next spillway Table, or None after the last, as the
-/// source of an operator that runs without the GIL: the call takes the GIL, and the Table is
-/// moved out of its Python object (which is left without columns).
-ops::TableSource source_of(nb::callable next) {
-  return [next = std::move(next)]() -> std::optional<Table> {
-    nb::gil_scoped_acquire gil;
-    nb::object t = next();
-    if (t.is_none()) return std::nullopt;
-    SPILLWAY_EXPECTS(nb::isinstance<Table>(t), "hash_join: a source gave a " +
-                                                   std::string(nb::type_name(t.type()).c_str()) +
-                                                   ", not a spillway Table");
-    return std::move(nb::cast<Table&>(t));
-  };
 }
 
 }  // namespace
@@ -73,14 +59,9 @@ void bind_join(nb::module_& m) {
         o.right_bytes = right_bytes;
         o.output_chunk_bytes = output_chunk_bytes;
         o.op = static_cast<OpID>(op);
-        const auto chunk = [&](std::uint32_t pid, Table&& t) {
-          nb::gil_scoped_acquire gil;
-          nb::object table = nb::cast(std::move(t), nb::rv_policy::move);
-          keep_resource_alive(table, br);
-          out(pid, table);
-        };
-        const ops::TableSource l = source_of(std::move(left));
-        const ops::TableSource r = source_of(std::move(right));
+        const auto chunk = sink_of(std::move(out), br);
+        const ops::TableSource l = source_of(std::move(left), "hash_join");
+        const ops::TableSource r = source_of(std::move(right), "hash_join");
         nb::gil_scoped_release nogil;
         return to_string(ops::hash_join(comm, br, l, left_keys, r, right_keys, o, chunk));
       },

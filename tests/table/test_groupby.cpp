@@ -128,6 +128,34 @@ TEST(GroupBy, StringKeysNaNAndEmptyTables) {
 // Decimals sum exactly in 128 bits (carries from the low half, negative values) into
 // decimal128(38, scale), and have min, max and mean (their scale applied); dates and
 // timestamps have count, min and max, and no sum or mean.
+// The mean of decimals whose sum is a small negative number (its low half near 2^64): every
+// digit kept. hi * 2^64 + lo made -1053783 hundredths 937 units off.
+TEST(GroupBy, TheMeanOfSmallNegativeDecimalsKeepsItsDigits) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  const std::vector<std::int64_t> hundredths{-1053783, -7, 3, -2};
+  auto data = br.allocate(MemoryType::HOST, hundredths.size() * sizeof(Int128));
+  auto keys = br.allocate(MemoryType::HOST, hundredths.size() * sizeof(std::int32_t));
+  for (std::size_t r = 0; r < hundredths.size(); ++r) {
+    const Int128 v = Int128::from(hundredths[r]);
+    std::memcpy(data->data() + r * sizeof(Int128), &v, sizeof v);
+    const std::int32_t k = r == 0 ? 0 : 1;  // group 0: -1053783; group 1: -7, 3, -2
+    std::memcpy(keys->data() + r * sizeof k, &k, sizeof k);
+  }
+  std::vector<Column> cols;
+  cols.emplace_back(TypeId::INT32, hundredths.size(), std::move(keys));
+  cols.emplace_back(decimal128(18, 2), hundredths.size(), std::move(data));
+  const Table t(std::move(cols), {"k", "d"});
+  const std::vector<std::size_t> by{0};
+  const std::vector<Aggregation> mean{{1, AggOp::mean}};
+  const Table g = groupby(t.view(), by, mean, br);
+  ASSERT_EQ(g.num_rows(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const bool first = g.view().columns[0].value<std::int32_t>(i) == 0;
+    EXPECT_DOUBLE_EQ(g.view().columns[1].value<double>(i), first ? -10537.83 : -0.02) << i;
+  }
+}
+
 TEST(GroupBy, DecimalsDatesAndTimestamps) {
   test::TempDir dir;
   BufferResource br(test::host_config(dir.path()));

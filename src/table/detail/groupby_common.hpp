@@ -31,11 +31,22 @@ using sum_t = std::conditional_t<
     std::conditional_t<std::is_floating_point_v<T>, double,
                        std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>>>;
 
+/// The nearest double to a 128-bit value. A negative one is converted as its magnitude:
+/// Int128::to_double's hi * 2^64 + lo rounds the low half (near 2^64 for a small negative
+/// value) to a multiple of 2048 first, so that a decimal mean of -10537.83 over 68 rows came
+/// out -155.1059 instead of -154.9681.
+SPILLWAY_HOST_DEVICE inline double int128_as_double(Int128 v) {
+  if (v.hi >= 0) return v.to_double();
+  const std::uint64_t lo = ~v.lo + 1;  // -v, in two's complement
+  const std::uint64_t hi = ~static_cast<std::uint64_t>(v.hi) + (lo == 0 ? 1 : 0);
+  return -(static_cast<double>(hi) * 18446744073709551616.0 + static_cast<double>(lo));
+}
+
 /// A sum as a double, in the units of the column's values (a decimal's scale applied).
 template <typename S>
 SPILLWAY_HOST_DEVICE inline double sum_as_double(S sum, double unit) {
   if constexpr (std::is_same_v<S, Int128>) {
-    return sum.to_double() * unit;
+    return int128_as_double(sum) * unit;
   } else {
     return static_cast<double>(sum);
   }

@@ -1,0 +1,35 @@
+// Sources and output callbacks of the distributed operators from Python (operator_io.hpp).
+#include "operator_io.hpp"
+
+#include "table.hpp"
+
+#include <spillway/core/error.hpp>
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace spillway::python {
+
+ops::TableSource source_of(nb::callable next, const char* what) {
+  return [next = std::move(next), what]() -> std::optional<Table> {
+    nb::gil_scoped_acquire gil;
+    nb::object t = next();
+    if (t.is_none()) return std::nullopt;
+    SPILLWAY_EXPECTS(nb::isinstance<Table>(t), std::string(what) + ": a source gave a " +
+                                                   std::string(nb::type_name(t.type()).c_str()) +
+                                                   ", not a spillway Table");
+    return std::move(nb::cast<Table&>(t));
+  };
+}
+
+std::function<void(std::uint32_t, Table&&)> sink_of(nb::callable out, BufferResource& br) {
+  return [out = std::move(out), &br](std::uint32_t pid, Table&& t) {
+    nb::gil_scoped_acquire gil;
+    nb::object table = nb::cast(std::move(t), nb::rv_policy::move);
+    keep_resource_alive(table, br);
+    out(pid, table);
+  };
+}
+
+}  // namespace spillway::python
