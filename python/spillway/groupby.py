@@ -124,7 +124,7 @@ def _distributed(data, keys, specs, br, comm, partitions, op_id, batch_rows):
     `batch_rows` ahead; its partitions' groups as they are made (empty ones left out)."""
     from .join import JoinChunks, _Handoff, _Side
     handoff = _Handoff()
-    side = _Side(data, keys, br, batch_rows, False, handoff.stopped)
+    side = _Side(data, keys, br, batch_rows, False, handoff.stopped, "groupby")
     try:
         first = side.first
         if first.on_gpu:

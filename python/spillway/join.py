@@ -84,7 +84,7 @@ class _Side:
     UsageError before anything is sent)."""
 
     def __init__(self, data: Any, keys: Sequence[int | str], br: _spillway.BufferResource,
-                 batch_rows: int, device: bool, stop: threading.Event):
+                 batch_rows: int, device: bool, stop: threading.Event, what: str = "hash_join"):
         it = batches(_in_slices(data, batch_rows), br, "DEVICE" if device else "HOST",
                      batch_rows)
         if device:  # (spillway Tables given on the host)
@@ -92,7 +92,7 @@ class _Side:
         self._ahead = Ahead(it, stop)
         first = next(self._ahead, None)
         if first is None:
-            raise UsageError("hash_join: a side gave no table (give an empty one with its "
+            raise UsageError(f"{what}: an input gave no table (give an empty one with its "
                              "schema)")
         self.keys = _key_indices(keys, first.column_names)
         self._pending = [first]

@@ -93,3 +93,10 @@ def test_groupby_errors_are_usage_errors(br):
         spillway.groupby(t, ["nope"], {"i": "sum"}, br)
     with pytest.raises(spillway.UsageError, match="no aggregations"):
         spillway.groupby(t, ["k"], {}, br)
+
+
+def test_a_distributed_groupby_of_no_table_names_itself():
+    def rank(comm, br):
+        with pytest.raises(spillway.UsageError, match="groupby: an input gave no table"):
+            list(spillway.groupby([], ["k"], {"i": "sum"}, br, comm=comm))
+    spillway.comm.local(1, rank, use_gpu=False)

@@ -134,7 +134,7 @@ def test_hash_join_in_chunks_reports_its_plan_and_stops_when_its_consumer_does()
             spillway.hash_join(left, right, ["nope"], comm, br)
         with pytest.raises(spillway.UsageError, match="how="):
             spillway.hash_join(left, right, ["k"], comm, br, how="outer")
-        with pytest.raises(spillway.UsageError, match="gave no table"):
+        with pytest.raises(spillway.UsageError, match="hash_join: an input gave no table"):
             spillway.hash_join([], right, ["k"], comm, br)
         with pytest.raises(spillway.UsageError, match="int64 on the left and string"):
             list(spillway.hash_join(left, right, ["k"], comm, br, right_on=["s"], op_id=40))
