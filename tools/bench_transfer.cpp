@@ -14,6 +14,7 @@
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/core/hex.hpp>
+#include <spillway/core/logging.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/transfer/engine.hpp>
 
@@ -398,6 +399,8 @@ double timed_write(TransferEngine& engine, const Region& src, const RemoteRegion
   const Ticket t = engine.write(src, dst, chunks, imm, Deadline::in(120s));
   const Status s = t.wait();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  SPILLWAY_LOG(trace, "bench: a write of " << chunks.size() << " chunks took " << secs * 1e6
+                                           << " us from write() to the end of wait()");
   SPILLWAY_EXPECTS(s == Status::ok,
                    std::string("bench: a write ended ") + to_string(s) + ": " + t.message(),
                    comm_error);

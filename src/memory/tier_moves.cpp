@@ -187,11 +187,16 @@ void BufferResource::write(Buffer& dst, std::size_t offset, std::span<const Host
   SPILLWAY_NVTX_RANGE("write of host memory");
   const auto t0 = Clock::now();
   std::byte* at = dst.data() + offset;
-  if (to != MemoryType::DEVICE) {
+  // Each part in turn to where it goes, by `copy(to, part)`.
+  const auto part_by_part = [&](const auto& copy) {
+    std::byte* to_at = at;
     for (const HostBytes& p : parts) {
-      if (!p.empty()) std::memcpy(at, p.data(), p.size());
-      at += p.size();
+      if (!p.empty()) copy(to_at, p);
+      to_at += p.size();
     }
+  };
+  if (to != MemoryType::DEVICE) {
+    part_by_part([](std::byte* d, const HostBytes& p) { std::memcpy(d, p.data(), p.size()); });
   } else {
     activate_device();
     // The parts one after another: a piece [begin, begin + len) of them, read from each it
@@ -209,10 +214,9 @@ void BufferResource::write(Buffer& dst, std::size_t offset, std::span<const Host
       }
     };
     if (!try_staged_upload(at, n, read, stream)) {
-      for (const HostBytes& p : parts) {
-        if (!p.empty()) cuda::memcpy_async(at, p.data(), p.size(), stream);
-        at += p.size();
-      }
+      part_by_part([&](std::byte* d, const HostBytes& p) {
+        cuda::memcpy_async(d, p.data(), p.size(), stream);
+      });
       stream.synchronize();  // the parts may go once this returns
     }
   }

@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -106,21 +107,31 @@ bool send_frame(int fd, FrameType type, std::span<const std::uint8_t> body,
   std::memcpy(header, &length, sizeof(length));
   header[sizeof(length)] = static_cast<std::uint8_t>(type);
   const auto until = std::chrono::steady_clock::now() + timeout;
-  const std::span<const std::uint8_t> parts[2] = {{header, kHeader}, body};
-  for (auto part : parts) {
-    while (!part.empty()) {
-      const ssize_t n = ::send(fd, part.data(), part.size(), MSG_NOSIGNAL);
-      if (n > 0) {
-        part = part.subspan(static_cast<std::size_t>(n));
-        continue;
+  // Header and body in one call: a frame is one segment on the wire, not two (each send on
+  // a loopback connection runs the receiver's TCP path in this thread).
+  iovec parts[2] = {{header, kHeader}, {const_cast<std::uint8_t*>(body.data()), body.size()}};
+  std::size_t first = 0;
+  while (first < 2) {
+    msghdr m{};
+    m.msg_iov = parts + first;
+    m.msg_iovlen = 2 - first;
+    const ssize_t n = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+    if (n >= 0) {
+      auto sent = static_cast<std::size_t>(n);
+      for (; first < 2 && sent >= parts[first].iov_len; ++first) sent -= parts[first].iov_len;
+      if (first < 2) {
+        parts[first].iov_base = static_cast<std::uint8_t*>(parts[first].iov_base) + sent;
+        parts[first].iov_len -= sent;
       }
-      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return false;
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          until - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, static_cast<int>(left.count()));
+      if (n > 0) continue;
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return false;
     }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLOUT, 0};
+    ::poll(&p, 1, static_cast<int>(left.count()));
   }
   return true;
 }

@@ -135,6 +135,7 @@ struct Slot {
   CopyScratch scratch;
   std::chrono::steady_clock::time_point began;  // when the batch's post or request came
   double prepared_us{0};                        // until its copies were queued
+  double posted_us{0};                          // from the batch's submission to its post
   Slot() = default;
   Slot(const Slot&) = delete;
   Slot& operator=(const Slot&) = delete;
@@ -290,7 +291,9 @@ class CudaIpcBackend final : public Backend {
       if (spillway::detail::log_enabled(LogLevel::trace)) {
         const double took = micros_since(f.slot->began);
         SPILLWAY_LOG(trace, "cuda_ipc: a batch took "
-                                << took << " us, " << f.slot->prepared_us << " us of it to queue, "
+                                << took << " us (posted " << f.slot->posted_us
+                                << " us after its submission), " << f.slot->prepared_us
+                                << " us of it to queue, "
                                 << 1e3 * cuda::event_elapsed_ms(f.slot->start, f.slot->event)
                                 << " us on the GPU");
       }
@@ -379,6 +382,7 @@ class CudaIpcBackend final : public Backend {
       f.op = op;
       f.last = from + kChunksPerPart >= n;
       f.slot = take_slot();
+      f.slot->posted_us = std::chrono::duration<double, std::micro>(began_ - op->submitted).count();
       const auto pieces = f.slot->scratch.pieces(std::min(kChunksPerPart, n - from));
       for (std::size_t i = 0; i < pieces.size(); ++i) {
         const Chunk& c = op->chunks[from + i];
@@ -392,6 +396,7 @@ class CudaIpcBackend final : public Backend {
 
   /// This engine's batch `op` is in place: send its imm, end its ticket.
   void finish_here(Op& op) {
+    const auto done = std::chrono::steady_clock::now();
     if (op.imm && !op.is_read) {
       ByteWriter w;
       w.put(static_cast<std::uint8_t>(kImm));
@@ -403,6 +408,12 @@ class CudaIpcBackend final : public Backend {
     }
     op.completed = op.chunks.size();
     op.ticket->finish(Status::ok);
+    if (spillway::detail::log_enabled(LogLevel::trace)) {
+      SPILLWAY_LOG(trace, "cuda_ipc: a batch of " << op.chunks.size() << " chunks ended "
+                                                  << micros_since(op.submitted) << " us after its "
+                                                  << "submission (" << micros_since(done)
+                                                  << " us from its completion)");
+    }
   }
 
   /// The remote side is host memory: the target carries the batch out, in requests of at most

@@ -38,6 +38,7 @@ struct Op {
   std::vector<Chunk> chunks;
   std::optional<std::uint32_t> imm;
   Deadline deadline;
+  Clock::time_point submitted{Clock::now()};  ///< for the trace log
   // The backend's progress through the batch.
   std::size_t next{0};       ///< the next chunk to post
   std::size_t next_byte{0};  ///< how much of that chunk is posted (chunks over the backend's
