@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _spillway
+from ._operator import JoinChunks, _Handoff, _Side
 from .errors import UsageError
 from .shuffle import _Progress, _key_indices, _in_slices
 from .tables import batches, to_arrow
@@ -122,8 +123,7 @@ def _final(partials: _spillway.Table, keys, specs, br) -> _spillway.Table:
 def _distributed(data, keys, specs, br, comm, partitions, op_id, batch_rows):
     """C++ ops::groupby, in a thread of its own as hash_join runs, its input read a table of
     `batch_rows` ahead; its partitions' groups as they are made (empty ones left out)."""
-    from .join import JoinChunks, _Handoff, _Side
-    handoff = _Handoff()
+    handoff = _Handoff("groupby")
     side = _Side(data, keys, br, batch_rows, False, handoff.stopped, "groupby")
     try:
         first = side.first
