@@ -22,7 +22,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -76,6 +78,7 @@ constexpr std::size_t kChunksPerRequest = 32768;
 /// A batch goes out in parts of this many chunks, so that the GPU copies one part while the
 /// CPU prepares (or the target parses) the next.
 constexpr std::size_t kChunksPerPart = 2048;
+
 constexpr std::size_t kBlob = sizeof(cuda::IpcHandle) + 2 * sizeof(std::uint64_t);
 
 std::string this_node() {
@@ -131,6 +134,7 @@ struct PeerState {
 /// What a batch on the stream holds until it has run: its event and its descriptors.
 struct Slot {
   void* start{cuda::event_create()};  // for the trace log: the batch's time on the GPU
+  bool timed{false};                  // start was recorded
   void* event{cuda::event_create()};
   CopyScratch scratch;
   std::chrono::steady_clock::time_point began;  // when the batch's post or request came
@@ -288,7 +292,7 @@ class CudaIpcBackend final : public Backend {
     while (!inflight_.empty() && cuda::event_query(inflight_.front().slot->event)) {
       InFlight f = std::move(inflight_.front());
       inflight_.pop_front();
-      if (spillway::detail::log_enabled(LogLevel::trace)) {
+      if (f.slot->timed) {
         const double took = micros_since(f.slot->began);
         SPILLWAY_LOG(trace, "cuda_ipc: a batch took "
                                 << took << " us (posted " << f.slot->posted_us
@@ -360,7 +364,8 @@ class CudaIpcBackend final : public Backend {
     std::size_t bytes = 0;
     for (const Piece& p : pieces) bytes += p.bytes;
     f.slot->began = began_;
-    cuda::event_record(f.slot->start, stream_);
+    f.slot->timed = spillway::detail::log_enabled(LogLevel::trace);
+    if (f.slot->timed) cuda::event_record(f.slot->start, stream_);
     copy_pieces(pieces, choose(wanted, bytes / pieces.size(), kernel_ok, over_pcie), stream_,
                 f.slot->scratch);
     f.slot->prepared_us = micros_since(began_);
@@ -378,12 +383,13 @@ class CudaIpcBackend final : public Backend {
         local_reach != nullptr ? local_reach : static_cast<std::uint8_t*>(op->local.region.ptr);
     const std::size_t n = op->chunks.size();
     for (std::size_t from = 0; from < n; from += kChunksPerPart) {
+      const std::size_t count = std::min(kChunksPerPart, n - from);
       InFlight f;
       f.op = op;
-      f.last = from + kChunksPerPart >= n;
+      f.last = from + count == n;
       f.slot = take_slot();
       f.slot->posted_us = std::chrono::duration<double, std::micro>(began_ - op->submitted).count();
-      const auto pieces = f.slot->scratch.pieces(std::min(kChunksPerPart, n - from));
+      const auto pieces = f.slot->scratch.pieces(count);
       for (std::size_t i = 0; i < pieces.size(); ++i) {
         const Chunk& c = op->chunks[from + i];
         pieces[i] = op->is_read ? Piece{local + c.dst_offset, remote + c.src_offset, c.length}
@@ -397,22 +403,29 @@ class CudaIpcBackend final : public Backend {
   /// This engine's batch `op` is in place: send its imm, end its ticket.
   void finish_here(Op& op) {
     const auto done = std::chrono::steady_clock::now();
+    const auto ok = [&] {
+      op.completed = op.chunks.size();
+      op.ticket->finish(Status::ok);
+    };
     if (op.imm && !op.is_read) {
+      // The ticket ends as soon as the imm's frame is sure to go before anything else sent to
+      // the target (the send, ~20 us on a loopback connection, is then off the waiter's path).
+      // A send that fails after that means a peer that is gone, which the heartbeats find.
       ByteWriter w;
       w.put(static_cast<std::uint8_t>(kImm));
       w.put(*op.imm);
-      if (!host_.send_to_peer(op.backend_peer, w.take())) {
+      if (!host_.send_to_peer(op.backend_peer, w.take(), ok) && !op.ticket->ended()) {
         op.ticket->finish(Status::peer_gone, "cuda_ipc: the target did not take the batch's imm");
         return;
       }
+    } else {
+      ok();
     }
-    op.completed = op.chunks.size();
-    op.ticket->finish(Status::ok);
     if (spillway::detail::log_enabled(LogLevel::trace)) {
-      SPILLWAY_LOG(trace, "cuda_ipc: a batch of " << op.chunks.size() << " chunks ended "
+      SPILLWAY_LOG(trace, "cuda_ipc: a batch of " << op.chunks.size() << " chunks was done "
                                                   << micros_since(op.submitted) << " us after its "
                                                   << "submission (" << micros_since(done)
-                                                  << " us from its completion)");
+                                                  << " us after its copies, its imm sent)");
     }
   }
 
@@ -439,11 +452,9 @@ class CudaIpcBackend final : public Backend {
       w.put(op->remote.length);
       w.put_bytes(op->local.blob);  // the initiator's region, as register_region made it
       w.put(static_cast<std::uint32_t>(count));
-      for (std::size_t i = from; i < from + count; ++i) {
-        w.put(op->chunks[i].src_offset);
-        w.put(op->chunks[i].dst_offset);
-        w.put(op->chunks[i].length);
-      }
+      static_assert(sizeof(Chunk) == 3 * sizeof(std::uint64_t));  // serve() reads it so
+      w.put_bytes(std::span(reinterpret_cast<const std::uint8_t*>(op->chunks.data() + from),
+                            count * sizeof(Chunk)));
       request_ = w.take();
       if (!host_.send_to_peer(op->backend_peer, request_)) {
         awaiting_.erase(next_seq_);
@@ -507,10 +518,12 @@ class CudaIpcBackend final : public Backend {
     f.slot = take_slot();
     // Each chunk is checked as it is read; none is copied unless all are inside the range.
     const auto pieces = f.slot->scratch.pieces(n);
-    for (Piece& p : pieces) {
-      const auto src_offset = r.get<std::uint64_t>("src_offset");
-      const auto dst_offset = r.get<std::uint64_t>("dst_offset");
-      const auto bytes = r.get<std::uint64_t>("length");
+    const auto wire = r.bytes(std::size_t{n} * 3 * sizeof(std::uint64_t), "chunks");
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint64_t c[3];  // src_offset, dst_offset, length, as ask_target wrote them
+      std::memcpy(c, wire.data() + i * sizeof(c), sizeof(c));
+      const auto [src_offset, dst_offset, bytes] = c;
+      Piece& p = pieces[i];
       const std::uint64_t at = is_read ? src_offset : dst_offset;
       if (bytes == 0 || at > length || bytes > length - at) {
         free_slots_.push_back(std::move(f.slot));

@@ -108,18 +108,22 @@ void TransferEngine::Impl::deliver_imm(std::uint32_t imm) {
 }
 
 bool TransferEngine::Impl::send(Peer& peer, detail::FrameType type,
-                                std::span<const std::uint8_t> body) {
+                                std::span<const std::uint8_t> body,
+                                const std::function<void()>& first) {
   std::lock_guard send_lock(peer.send_mutex);  // the worker closes connections under it
   int fd = -1;
   {
     std::lock_guard lock(mutex);
     if (peer.alive && !peer.connections.empty()) fd = peer.connections.front()->fd;
   }
-  return fd >= 0 && detail::send_frame(fd, type, body, options.peer_timeout);
+  if (fd < 0) return false;
+  if (first) first();
+  return detail::send_frame(fd, type, body, options.peer_timeout);
 }
 
 bool TransferEngine::Impl::send_to_peer(std::uint64_t backend_peer,
-                                        std::span<const std::uint8_t> body) {
+                                        std::span<const std::uint8_t> body,
+                                        const std::function<void()>& first) {
   std::shared_ptr<Peer> peer;
   {
     std::lock_guard lock(mutex);
@@ -129,7 +133,7 @@ bool TransferEngine::Impl::send_to_peer(std::uint64_t backend_peer,
   }
   // A failed send is not judged here (the caller holds the backend lock, which failure
   // callbacks may want): the worker's heartbeats find a peer that is gone.
-  return peer && send(*peer, detail::FrameType::backend, body);
+  return peer && send(*peer, detail::FrameType::backend, body, first);
 }
 
 void TransferEngine::Impl::satisfy(std::uint32_t imm) {
@@ -182,7 +186,8 @@ std::shared_ptr<Peer> TransferEngine::Impl::peer_of_engine(const detail::EngineI
 }
 
 Ticket TransferEngine::Impl::submit(std::shared_ptr<Op> op, const RemoteRegion& remote,
-                                    std::span<const Chunk> chunks) {
+                                    std::span<const Chunk> chunks,
+                                    std::unique_lock<std::mutex>& lock) {
   Ticket ticket(op->ticket);
   std::string why;
   const auto peer = peer_of_engine(remote.engine, why);
@@ -195,9 +200,31 @@ Ticket TransferEngine::Impl::submit(std::shared_ptr<Op> op, const RemoteRegion& 
   op->remote = remote;
   op->chunks.assign(chunks.begin(), chunks.end());
   ops.push_back(op);
+  // Posted here when nothing submitted before it waits for the worker and the backend is
+  // free (try_lock never waits, so taking it under `mutex` cannot deadlock): the copies
+  // start without waiting for the worker to wake. The worker then drives it as any other.
+  if (unposted == 0 && backend_mutex.try_lock()) {
+    lock.unlock();
+    {
+      std::lock_guard backend_lock(backend_mutex, std::adopt_lock);
+      post(op);
+    }
+    wake();
+    return ticket;
+  }
+  ++unposted;
   submitted.push_back(std::move(op));
   wake();
   return ticket;
+}
+
+void TransferEngine::Impl::post(const std::shared_ptr<Op>& op) {
+  if (op->ticket->ended()) return;  // its peer went while it waited
+  try {
+    backend->post(op);
+  } catch (const std::exception& e) {
+    op->ticket->finish(Status::error, e.what());
+  }
 }
 
 PeerId TransferEngine::Impl::attach(const detail::EngineMetadata& metadata,
@@ -377,10 +404,10 @@ Ticket TransferEngine::write(const Region& src, const RemoteRegion& dst,
   op->ticket = std::make_shared<detail::TicketState>();
   op->imm = imm;
   op->deadline = deadline;
-  std::lock_guard lock(impl_->mutex);
+  std::unique_lock lock(impl_->mutex);
   op->local = impl_->record_of(src, "source");
   check_chunks(chunks, src.bytes, dst.length, "source", "destination");
-  return impl_->submit(std::move(op), dst, chunks);
+  return impl_->submit(std::move(op), dst, chunks, lock);
 }
 
 Ticket TransferEngine::read(const RemoteRegion& src, const Region& dst,
@@ -389,10 +416,10 @@ Ticket TransferEngine::read(const RemoteRegion& src, const Region& dst,
   op->ticket = std::make_shared<detail::TicketState>();
   op->is_read = true;
   op->deadline = deadline;
-  std::lock_guard lock(impl_->mutex);
+  std::unique_lock lock(impl_->mutex);
   op->local = impl_->record_of(dst, "destination");
   check_chunks(chunks, src.length, dst.bytes, "remote source", "destination");
-  return impl_->submit(std::move(op), src, chunks);
+  return impl_->submit(std::move(op), src, chunks, lock);
 }
 
 Ticket TransferEngine::expect_imm(std::uint32_t imm, std::uint32_t count, Deadline deadline) {

@@ -104,7 +104,7 @@ void launch_kernel(std::span<const Piece> pieces, Stream stream, CopyScratch& sc
   for (const Piece& p : pieces) items += (p.bytes + kSlice - 1) / kSlice;
   SPILLWAY_EXPECTS(items < 0xFFFFFFFFU, "cuda_ipc: a batch of over 2^32 kernel slices");
   const bool sliced = items != pieces.size();
-  // One upload from page-locked memory: the pieces, then (if any piece is cut) the slices.
+  // The pieces, then (if any piece is cut) the slices, in page-locked memory.
   const std::size_t piece_bytes = pieces.size_bytes();
   const std::size_t bytes = piece_bytes + (sliced ? items * sizeof(Slice) : 0);
   scratch.reserve(bytes);
@@ -122,8 +122,12 @@ void launch_kernel(std::span<const Piece> pieces, Stream stream, CopyScratch& sc
       }
     }
   }
-  std::byte* d = scratch.device();
-  SPILLWAY_CUDA_TRY(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, raw(stream)));
+  // The kernel reads the descriptors where they were written: page-locked memory, read over
+  // PCIe once per item. An upload of them first cost a copy call (5-10 us) on the critical
+  // path of every part.
+  auto* d = static_cast<std::byte*>(cuda::host_device_pointer(host));
+  SPILLWAY_EXPECTS(d != nullptr, "cuda_ipc: the descriptors' page-locked memory is not mapped",
+                   cuda_error);
   const auto* d_pieces = reinterpret_cast<const Piece*>(d);
   const auto* d_slices = sliced ? reinterpret_cast<const Slice*>(d + piece_bytes) : nullptr;
   const std::size_t warps_per_block = kThreads / kWarp;
@@ -138,25 +142,15 @@ void launch_kernel(std::span<const Piece> pieces, Stream stream, CopyScratch& sc
 
 CopyScratch::~CopyScratch() {
   cuda::free_pinned(host_);
-  cuda::free_device(device_);
 }
 
 void CopyScratch::reserve(std::size_t bytes) {
   if (bytes <= bytes_) return;
   bytes = std::max(bytes, 2 * bytes_);
   auto* host = static_cast<std::byte*>(cuda::malloc_pinned(bytes));
-  std::byte* device = nullptr;
-  try {
-    device = static_cast<std::byte*>(cuda::malloc_device(bytes));
-  } catch (...) {
-    cuda::free_pinned(host);
-    throw;
-  }
   if (bytes_ > 0) std::memcpy(host, host_, bytes_);
   cuda::free_pinned(host_);
-  cuda::free_device(device_);
   host_ = host;
-  device_ = device;
   bytes_ = bytes;
 }
 

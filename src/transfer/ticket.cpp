@@ -6,6 +6,9 @@
 
 #include "transfer/detail/ticket_state.hpp"
 
+#include <algorithm>
+#include <thread>
+
 namespace spillway::transfer {
 
 const char* to_string(Status status) noexcept {
@@ -31,6 +34,12 @@ Status Ticket::poll() const {
 
 Status Ticket::wait(std::chrono::nanoseconds timeout) const {
   SPILLWAY_EXPECTS(state_ != nullptr, "Ticket::wait on an empty ticket");
+  // A short wait is spun out rather than slept: waking a thread from a futex costs 10-30 us,
+  // a good part of a small batch (bench/NOTES.md, the transfer engine's fixed costs).
+  constexpr auto kSpin = std::chrono::microseconds(100);
+  const auto until =
+      std::chrono::steady_clock::now() + std::min<std::chrono::nanoseconds>(timeout, kSpin);
+  while (!state_->ended() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
   std::unique_lock lock(state_->mutex);
   const auto ended = [&] { return state_->ended(); };
   if (timeout == std::chrono::nanoseconds::max()) {

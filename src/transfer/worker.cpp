@@ -60,15 +60,12 @@ void TransferEngine::Impl::post_submitted() {
     batch.swap(submitted);
   }
   if (batch.empty()) return;
-  std::lock_guard lock(backend_mutex);
-  for (auto& op : batch) {
-    if (op->ticket->ended()) continue;  // its peer went while it waited
-    try {
-      backend->post(op);
-    } catch (const std::exception& e) {
-      op->ticket->finish(Status::error, e.what());
-    }
+  {
+    std::lock_guard lock(backend_mutex);
+    for (auto& op : batch) post(op);
   }
+  std::lock_guard lock(mutex);
+  unposted -= batch.size();
 }
 
 void TransferEngine::Impl::check_deadlines() {

@@ -9,6 +9,7 @@
 #include "transfer/detail/ticket_state.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -54,8 +55,12 @@ class BackendHost {
   /// An imm arrived for this engine (thread-safe: a loopback peer calls it from its thread).
   virtual void deliver_imm(std::uint32_t imm) = 0;
   /// Sends `body` to the backend of the peer `backend_peer` (a FrameType::backend frame on
-  /// the control channel); false when the peer is gone or did not take it in time.
-  virtual bool send_to_peer(std::uint64_t backend_peer, std::span<const std::uint8_t> body) = 0;
+  /// the control channel); false when the peer is gone or did not take it in time. `first`,
+  /// when given, runs once the peer is found and its connection held, before the bytes go:
+  /// nothing sent to the peer after `first` (a control message of a thread it woke) can
+  /// overtake them.
+  virtual bool send_to_peer(std::uint64_t backend_peer, std::span<const std::uint8_t> body,
+                            const std::function<void()>& first = {}) = 0;
 };
 
 class Backend {

@@ -59,9 +59,12 @@ struct TransferEngine::Impl final : detail::BackendHost {
   ~Impl() override;
 
   void deliver_imm(std::uint32_t imm) override;
-  bool send_to_peer(std::uint64_t backend_peer, std::span<const std::uint8_t> body) override;
+  bool send_to_peer(std::uint64_t backend_peer, std::span<const std::uint8_t> body,
+                    const std::function<void()>& first) override;
   /// Sends a frame on the peer's first connection; false when it is gone or the send failed.
-  bool send(detail::Peer& peer, detail::FrameType type, std::span<const std::uint8_t> body);
+  /// `first` as in send_to_peer.
+  bool send(detail::Peer& peer, detail::FrameType type, std::span<const std::uint8_t> body,
+            const std::function<void()>& first = {});
 
   // Called with `mutex` held.
   void satisfy(std::uint32_t imm);
@@ -69,10 +72,13 @@ struct TransferEngine::Impl final : detail::BackendHost {
   std::shared_ptr<detail::Peer> peer_of(PeerId peer, const char* what);
   /// The peer owning `engine`'s regions; nullptr (and `why`) when it is gone.
   std::shared_ptr<detail::Peer> peer_of_engine(const detail::EngineId& engine, std::string& why);
-  /// Queues `op` for the worker, addressed to the owner of `remote`; a ticket already ended
-  /// as peer_gone when that engine is no longer a peer.
+  /// Addresses `op` to the owner of `remote` and posts it, or queues it for the worker; a
+  /// ticket already ended as peer_gone when that engine is no longer a peer. `lock` holds
+  /// `mutex`, and may be released.
   Ticket submit(std::shared_ptr<detail::Op> op, const RemoteRegion& remote,
-                std::span<const Chunk> chunks);
+                std::span<const Chunk> chunks, std::unique_lock<std::mutex>& lock);
+  /// Hands `op` to the backend unless it has ended (called with `backend_mutex` held).
+  void post(const std::shared_ptr<detail::Op>& op);
 
   /// A peer for `metadata` reached over `connection`: the known one, or a new one.
   PeerId attach(const detail::EngineMetadata& metadata,
@@ -109,6 +115,7 @@ struct TransferEngine::Impl final : detail::BackendHost {
   std::uint64_t next_region{1};
   std::vector<std::shared_ptr<detail::Op>> ops;  // not yet ended
   std::deque<std::shared_ptr<detail::Op>> submitted;
+  std::size_t unposted{0};  // submitted ops the worker has not yet handed to the backend
   std::unordered_map<std::uint32_t, std::uint64_t> arrived;
   std::unordered_map<std::uint32_t, std::deque<detail::Expectation>> expecting;
   std::uint64_t imms_received{0};

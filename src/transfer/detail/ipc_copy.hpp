@@ -30,27 +30,23 @@ CopyMethod choose(CopyMethod wanted, std::size_t mean_bytes, bool kernel_reachab
                   bool over_pcie) noexcept;
 
 /// Room for a kernel batch's descriptors: page-locked host memory they are written into and
-/// device memory the kernel reads them from, both kept between batches (a stream-ordered
-/// allocation per batch costs more than a small batch's copy: the default pool gives its
-/// memory back at every synchronisation). Reuse it only once the stream has passed the
-/// batch that used it.
+/// the kernel reads them from, kept between batches (an allocation per batch costs more than
+/// a small batch's copy). Reuse it only once the stream has passed the batch that used it.
 class CopyScratch {
  public:
   CopyScratch() = default;
   CopyScratch(const CopyScratch&) = delete;
   CopyScratch& operator=(const CopyScratch&) = delete;
   ~CopyScratch();
-  /// Makes room for at least `bytes` in both; the host side keeps what it held.
+  /// Makes room for at least `bytes`, keeping what it held.
   void reserve(std::size_t bytes);
-  /// Room for `n` pieces at the start of the host side: pieces written there are not copied
-  /// again by copy_pieces (a large batch's pieces cost more to copy than to build).
+  /// Room for `n` pieces at its start: pieces written there are not copied again by
+  /// copy_pieces (a large batch's pieces cost more to copy than to build).
   std::span<Piece> pieces(std::size_t n);
   [[nodiscard]] std::byte* host() const noexcept { return host_; }
-  [[nodiscard]] std::byte* device() const noexcept { return device_; }
 
  private:
   std::byte* host_{nullptr};
-  std::byte* device_{nullptr};
   [[maybe_unused]] std::size_t bytes_{0};  // unused in a build without CUDA
 };
 
