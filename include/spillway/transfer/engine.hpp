@@ -104,7 +104,9 @@ class TransferEngine {
                                            std::size_t length) const;
 
   /// A one-sided write of every chunk from `src` into `dst`. `imm`, if given, reaches the
-  /// owner of `dst` once every byte of the batch is in place there.
+  /// owner of `dst` once every byte of the batch is in place there. The ticket ending ok
+  /// says the bytes are in place, not that the owner has seen the imm yet: it waits for it
+  /// with expect_imm.
   /// @throws spillway::logic_error, before anything moves, for a chunk outside either region,
   /// an empty batch, or a region that is not registered; a `dst` of an engine that is no
   /// longer (or never was) a peer
