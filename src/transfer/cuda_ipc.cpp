@@ -24,7 +24,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -78,7 +77,6 @@ constexpr std::size_t kChunksPerRequest = 32768;
 /// A batch goes out in parts of this many chunks, so that the GPU copies one part while the
 /// CPU prepares (or the target parses) the next.
 constexpr std::size_t kChunksPerPart = 2048;
-
 constexpr std::size_t kBlob = sizeof(cuda::IpcHandle) + 2 * sizeof(std::uint64_t);
 
 std::string this_node() {

@@ -3,8 +3,9 @@
 // regions, operations in flight, imm counts, and the worker that drives the backend.
 //
 // Locks: `backend_mutex` (the backend is driven by one thread at a time) is taken before
-// `mutex` (everything else), never after; tickets are finished under neither or under
-// `mutex` only.
+// `mutex` (everything else), never waited for after it (submit only try_locks it under
+// `mutex`); a peer's `send_mutex` comes between the two. Finishing a ticket takes only the
+// ticket's own lock, and may happen under any of them.
 
 #include <spillway/transfer/engine.hpp>
 
