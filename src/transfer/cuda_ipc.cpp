@@ -363,7 +363,11 @@ class CudaIpcBackend final : public Backend {
     for (const Piece& p : pieces) bytes += p.bytes;
     f.slot->began = began_;
     f.slot->timed = spillway::detail::log_enabled(LogLevel::trace);
-    if (f.slot->timed) cuda::event_record(f.slot->start, stream_);
+    if (f.slot->timed) {
+      f.slot->posted_us =
+          f.op ? std::chrono::duration<double, std::micro>(began_ - f.op->submitted).count() : 0;
+      cuda::event_record(f.slot->start, stream_);
+    }
     copy_pieces(pieces, choose(wanted, bytes / pieces.size(), kernel_ok, over_pcie), stream_,
                 f.slot->scratch);
     f.slot->prepared_us = micros_since(began_);
@@ -386,7 +390,6 @@ class CudaIpcBackend final : public Backend {
       f.op = op;
       f.last = from + count == n;
       f.slot = take_slot();
-      f.slot->posted_us = std::chrono::duration<double, std::micro>(began_ - op->submitted).count();
       const auto pieces = f.slot->scratch.pieces(count);
       for (std::size_t i = 0; i < pieces.size(); ++i) {
         const Chunk& c = op->chunks[from + i];
@@ -450,7 +453,7 @@ class CudaIpcBackend final : public Backend {
       w.put(op->remote.length);
       w.put_bytes(op->local.blob);  // the initiator's region, as register_region made it
       w.put(static_cast<std::uint32_t>(count));
-      static_assert(sizeof(Chunk) == 3 * sizeof(std::uint64_t));  // serve() reads it so
+      static_assert(sizeof(Chunk) == 3 * sizeof(std::uint64_t));  // no padding on the wire
       w.put_bytes(std::span(reinterpret_cast<const std::uint8_t*>(op->chunks.data() + from),
                             count * sizeof(Chunk)));
       request_ = w.take();
@@ -516,10 +519,10 @@ class CudaIpcBackend final : public Backend {
     f.slot = take_slot();
     // Each chunk is checked as it is read; none is copied unless all are inside the range.
     const auto pieces = f.slot->scratch.pieces(n);
-    const auto wire = r.bytes(std::size_t{n} * 3 * sizeof(std::uint64_t), "chunks");
+    const auto wire = r.bytes(std::size_t{n} * sizeof(Chunk), "chunks");
     for (std::size_t i = 0; i < n; ++i) {
-      std::uint64_t c[3];  // src_offset, dst_offset, length, as ask_target wrote them
-      std::memcpy(c, wire.data() + i * sizeof(c), sizeof(c));
+      Chunk c{};  // as ask_target wrote it
+      std::memcpy(&c, wire.data() + i * sizeof(Chunk), sizeof(Chunk));
       const auto [src_offset, dst_offset, bytes] = c;
       Piece& p = pieces[i];
       const std::uint64_t at = is_read ? src_offset : dst_offset;

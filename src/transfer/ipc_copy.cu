@@ -125,9 +125,7 @@ void launch_kernel(std::span<const Piece> pieces, Stream stream, CopyScratch& sc
   // The kernel reads the descriptors where they were written: page-locked memory, read over
   // PCIe once per item. An upload of them first cost a copy call (5-10 us) on the critical
   // path of every part.
-  auto* d = static_cast<std::byte*>(cuda::host_device_pointer(host));
-  SPILLWAY_EXPECTS(d != nullptr, "cuda_ipc: the descriptors' page-locked memory is not mapped",
-                   cuda_error);
+  std::byte* d = scratch.device();
   const auto* d_pieces = reinterpret_cast<const Piece*>(d);
   const auto* d_slices = sliced ? reinterpret_cast<const Slice*>(d + piece_bytes) : nullptr;
   const std::size_t warps_per_block = kThreads / kWarp;
@@ -152,6 +150,9 @@ void CopyScratch::reserve(std::size_t bytes) {
   cuda::free_pinned(host_);
   host_ = host;
   bytes_ = bytes;
+  device_ = static_cast<std::byte*>(cuda::host_device_pointer(host_));
+  SPILLWAY_EXPECTS(device_ != nullptr,
+                   "cuda_ipc: the descriptors' page-locked memory is not mapped", cuda_error);
 }
 
 std::span<Piece> CopyScratch::pieces(std::size_t n) {

@@ -44,9 +44,12 @@ class CopyScratch {
   /// copy_pieces (a large batch's pieces cost more to copy than to build).
   std::span<Piece> pieces(std::size_t n);
   [[nodiscard]] std::byte* host() const noexcept { return host_; }
+  /// host() as the GPU addresses it (the kernel reads the descriptors there).
+  [[nodiscard]] std::byte* device() const noexcept { return device_; }
 
  private:
   std::byte* host_{nullptr};
+  std::byte* device_{nullptr};
   [[maybe_unused]] std::size_t bytes_{0};  // unused in a build without CUDA
 };
 
