@@ -136,8 +136,18 @@ bool send_frame(int fd, FrameType type, std::span<const std::uint8_t> body,
   return true;
 }
 
+bool FrameReader::whole_frame() const {
+  if (buffer_.size() - start_ < kHeader) return false;
+  std::uint32_t length = 0;
+  std::memcpy(&length, buffer_.data() + start_, sizeof(length));
+  return buffer_.size() - start_ >= kHeader + std::size_t{length};
+}
+
 bool FrameReader::fill(int fd, std::string& why) {
   for (;;) {
+    // A whole frame is handled before what was sent behind it is read: reading to EAGAIN
+    // first held a batch's first request back until its last had arrived.
+    if (whole_frame()) return true;
     if (start_ > 0 && start_ == buffer_.size()) {
       buffer_.clear();
       start_ = 0;

@@ -38,7 +38,8 @@ bool send_frame(int fd, FrameType type, std::span<const std::uint8_t> body,
 /// Reassembles the frames of one connection from what arrives.
 class FrameReader {
  public:
-  /// Reads what the socket has. @returns false when the peer closed it or it failed; `why`
+  /// Reads what the socket has, up to the end of the first whole frame (the socket may hold
+  /// more: it stays readable). @returns false when the peer closed it or it failed; `why`
   /// says which
   bool fill(int fd, std::string& why);
   /// The next whole frame, if one has arrived. @throws spillway::corrupt_data_error for a
@@ -46,6 +47,7 @@ class FrameReader {
   std::optional<Frame> next();
 
  private:
+  [[nodiscard]] bool whole_frame() const;
   std::vector<std::uint8_t> buffer_;
   std::size_t start_{0};
 };
