@@ -1,6 +1,6 @@
-// The cuda_ipc backend's three ways of moving a batch, timed on the GPU alone (CUDA events,
-// one process, no engine): the gather/scatter kernel, cudaMemcpyBatchAsync and a
-// cudaMemcpyAsync per chunk, for chunks scattered at random over regions of twice the batch,
+// The cuda_ipc backend's ways of moving a batch, timed on the GPU alone (CUDA events, one
+// process, no engine): the gather/scatter kernel, cudaMemcpyBatchAsync, both at once (mixed)
+// and a cudaMemcpyAsync per chunk, for chunks scattered at random over regions of twice the batch,
 // from device memory into device or pinned host memory. Beside each, one contiguous
 // cudaMemcpyAsync of the same bytes on the same path, in the same run. Medians of 11 runs.
 // What it finds sets choose() in src/transfer/cuda_ipc.cpp.
@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -46,6 +47,26 @@ double rate(std::span<const Piece> pieces, CopyMethod method, Stream stream, Cop
   return median(v);
 }
 
+/// rate() of copy_mixed with `share` of the bytes to the kernel.
+double rate_mixed(std::span<const Piece> pieces, double share, Stream stream,
+                  const SideStream& side, CopyScratch& scratch) {
+  std::size_t bytes = 0;
+  for (const Piece& p : pieces) bytes += p.bytes;
+  void* start = cuda::event_create();
+  void* end = cuda::event_create();
+  std::vector<double> v;
+  for (int r = 0; r <= kRuns; ++r) {
+    cuda::event_record(start, stream);
+    copy_mixed(pieces, share, stream, side, scratch);
+    cuda::event_record(end, stream);
+    cuda::event_synchronize(end);
+    if (r > 0) v.push_back(static_cast<double>(bytes) / (cuda::event_elapsed_ms(start, end) * 1e6));
+  }
+  cuda::event_destroy(start);
+  cuda::event_destroy(end);
+  return median(v);
+}
+
 }  // namespace
 
 int main() {
@@ -54,16 +75,27 @@ int main() {
     return 0;
   }
   Stream stream{cuda::stream_create()};
+  const SideStream side{Stream{cuda::stream_create()}, cuda::event_create(), cuda::event_create()};
   CopyScratch scratch;
   auto* src = static_cast<std::uint8_t*>(cuda::malloc_device(2 * kBatch));
   auto* dev = static_cast<std::uint8_t*>(cuda::malloc_device(2 * kBatch));
   auto* pinned = static_cast<std::uint8_t*>(cuda::malloc_pinned(2 * kBatch));
+  // The source's bytes, different at every 4 KiB, to check what the mixed copies wrote.
+  std::vector<std::uint8_t> want(2 * kBatch);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    want[i] = static_cast<std::uint8_t>(i * 131 + i / 4096);
+  }
+  cuda::memcpy_async(src, want.data(), want.size(), stream);
+  std::vector<std::uint8_t> got(2 * kBatch);
+  int wrong = 0;
   std::printf(
       "bench_ipc_copy: %s, device -> dst, random layout, %zu MiB a batch, GB/s (median "
-      "of %d), ratio to one contiguous cudaMemcpyAsync of the same bytes\n",
+      "of %d), ratio to one contiguous cudaMemcpyAsync of the same bytes; mixed: the kernel "
+      "and the copy engines at once, the kernel's share as auto picks it, then (pinned) by "
+      "share\n",
       cuda::device_name(), kBatch >> 20, kRuns);
-  std::printf("%-7s %8s %8s %10s %8s %10s %8s %10s %8s\n", "dst", "chunk", "contig", "kernel",
-              "of cont", "batch", "of cont", "per_chunk", "of cont");
+  std::printf("%-7s %8s %8s %10s %8s %10s %8s %10s %8s %10s %8s\n", "dst", "chunk", "contig",
+              "kernel", "of cont", "batch", "of cont", "per_chunk", "of cont", "mixed", "of cont");
   for (auto* dst : {dev, pinned}) {
     for (const std::size_t chunk :
          {std::size_t{4} << 10, std::size_t{16} << 10, std::size_t{64} << 10,
@@ -85,13 +117,39 @@ int main() {
       const double k = rate(pieces, CopyMethod::kernel, stream, scratch);
       const double b = rate(pieces, CopyMethod::batch, stream, scratch);
       const double p = rate(pieces, CopyMethod::per_chunk, stream, scratch);
-      std::printf("%-7s %8zu %8.1f %10.1f %8.3f %10.1f %8.3f %10.1f %8.3f\n",
-                  dst == dev ? "device" : "pinned", chunk, c, k, k / c, b, b / c, p, p / c);
+      cuda::stream_synchronize(stream);  // then clear what the others wrote
+      if (dst == dev) {
+        cuda::memset_device(dev, 0, 2 * kBatch);
+      } else {
+        std::memset(pinned, 0, 2 * kBatch);
+      }
+      const double m = rate_mixed(pieces, kernel_share(chunk), stream, side, scratch);
+      cuda::memcpy_async(got.data(), dst, got.size(), stream);
+      cuda::stream_synchronize(stream);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (std::memcmp(got.data() + d[i] * chunk, want.data() + s[i] * chunk, chunk) != 0) {
+          ++wrong;
+        }
+      }
+      std::printf("%-7s %8zu %8.1f %10.1f %8.3f %10.1f %8.3f %10.1f %8.3f %10.1f %8.3f\n",
+                  dst == dev ? "device" : "pinned", chunk, c, k, k / c, b, b / c, p, p / c, m,
+                  m / c);
+      if (dst == pinned && chunk >= (std::size_t{16} << 10)) {
+        std::printf("  mixed by share of the kernel, of cont:");
+        for (const double share : {0.9, 0.7, 0.5, 0.3, 0.1}) {
+          std::printf(" %.1f: %.3f", share, rate_mixed(pieces, share, stream, side, scratch) / c);
+        }
+        std::printf("\n");
+      }
     }
   }
+  std::printf("mixed copies checked: %s\n", wrong == 0 ? "every chunk right" : "SOME CHUNKS WRONG");
   cuda::free_device(src);
   cuda::free_device(dev);
   cuda::free_pinned(pinned);
   cuda::stream_destroy(stream.handle());
-  return 0;
+  cuda::stream_destroy(side.stream.handle());
+  cuda::event_destroy(side.fork);
+  cuda::event_destroy(side.join);
+  return wrong == 0 ? 0 : 1;
 }

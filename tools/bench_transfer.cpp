@@ -70,7 +70,7 @@ struct Options {
       "usage: spillway-bench-transfer [options]\n"
       "  --backend B        libfabric (default), cuda_ipc (processes of one node, GPU memory)\n"
       "                     or loopback (two engines of this process)\n"
-      "  --ipc-copy M       cuda_ipc's copies: auto (default), kernel, batch or per_chunk\n"
+      "  --ipc-copy M       cuda_ipc's copies: auto (default), kernel, batch, mixed or per_chunk\n"
       "  --provider P       libfabric provider: tcp (default), shm, verbs, efa, sockets\n"
       "  --address IP       the address to bind (default 127.0.0.1; the target's own in a\n"
       "                     rendezvous across hosts or network namespaces)\n"
@@ -114,8 +114,8 @@ Options parse(int argc, char** argv) {
     } else if (a == "--ipc-copy") {
       o.ipc_copy = cli::value(argc, argv, i, usage);
       if (o.ipc_copy != "auto" && o.ipc_copy != "kernel" && o.ipc_copy != "batch" &&
-          o.ipc_copy != "per_chunk") {
-        usage("--ipc-copy takes auto, kernel, batch or per_chunk, got '" + o.ipc_copy + "'");
+          o.ipc_copy != "mixed" && o.ipc_copy != "per_chunk") {
+        usage("--ipc-copy takes auto, kernel, batch, mixed or per_chunk, got '" + o.ipc_copy + "'");
       }
     } else if (a == "--provider") {
       o.provider = cli::value(argc, argv, i, usage);

@@ -33,11 +33,12 @@
 namespace spillway::transfer::detail {
 
 namespace {
-constexpr spillway::detail::EnumNames<CopyMethod, 4> kCopyMethods{
+constexpr spillway::detail::EnumNames<CopyMethod, 5> kCopyMethods{
     {{"auto", CopyMethod::automatic},
      {"kernel", CopyMethod::kernel},
      {"batch", CopyMethod::batch},
-     {"per_chunk", CopyMethod::per_chunk}}};
+     {"per_chunk", CopyMethod::per_chunk},
+     {"mixed", CopyMethod::mixed}}};
 }  // namespace
 
 CopyMethod parse_copy_method(const std::string& name) {
@@ -50,20 +51,25 @@ const char* to_string(CopyMethod method) noexcept {
 
 CopyMethod choose(CopyMethod wanted, std::size_t mean_bytes, bool kernel_reachable,
                   bool over_pcie) noexcept {
-  if (wanted == CopyMethod::kernel && !kernel_reachable) return CopyMethod::batch;
+  const bool needs_kernel = wanted == CopyMethod::kernel || wanted == CopyMethod::mixed;
+  if (needs_kernel && !kernel_reachable) return CopyMethod::batch;
   if (wanted != CopyMethod::automatic) return wanted;
   if (!kernel_reachable) return CopyMethod::batch;
-  // bench_ipc_copy on an H200 (bench/results/2026-12-02-transfer-h200.md): between device
-  // memory the kernel is 3-1000x the copy engines at every chunk size; over PCIe it is ahead
-  // up to 256 KiB chunks, and the copy engines from 1 MiB (0.97 of a contiguous copy, the
-  // kernel 0.94).
-  constexpr std::size_t kEnginesFrom = std::size_t{512} << 10;
-  // Between device memory, chunks of 16 MiB and more (the transfer communicator's whole
-  // buffers): one cudaMemcpyAsync each, as fast as a contiguous copy, where the kernel
-  // reached 0.77 of it at 1 MiB; its ~5 us per call is under 3% of such a chunk.
+  // bench_ipc_copy on an H200 (bench/results/2026-12-02-transfer-h200.md and
+  // 2026-12-03-transfer-mixed.md): between device memory the kernel is 3-1000x the copy
+  // engines at every chunk size. Over PCIe the kernel's stores reach 0.94 of a contiguous
+  // copy and the copy engines lose time per chunk (0.70-0.74 at 64 KiB, 0.98 at 1 MiB); both
+  // at once reach 0.96-0.97 from 64 KiB chunks in one process (0.91-0.94 between two) and
+  // 0.98-0.99 from 256 KiB, and below 64 KiB the copy engines add nothing (16 KiB: 0.94
+  // either way).
+  constexpr std::size_t kMixedFrom = std::size_t{64} << 10;
+  // Chunks of 16 MiB and more (the transfer communicator's whole buffers) go to the copy
+  // engines alone: as fast as a contiguous copy (0.98-1.00 over PCIe, where mixed measured
+  // 0.98-0.99); between device memory a cudaMemcpyAsync each, where the kernel reached 0.77
+  // of it at 1 MiB, and its ~5 us per call is under 3% of such a chunk.
   constexpr std::size_t kWholeFrom = std::size_t{16} << 20;
-  if (!over_pcie && mean_bytes >= kWholeFrom) return CopyMethod::per_chunk;
-  return over_pcie && mean_bytes >= kEnginesFrom ? CopyMethod::batch : CopyMethod::kernel;
+  if (mean_bytes >= kWholeFrom) return over_pcie ? CopyMethod::batch : CopyMethod::per_chunk;
+  return over_pcie && mean_bytes >= kMixedFrom ? CopyMethod::mixed : CopyMethod::kernel;
 }
 
 namespace {
@@ -176,6 +182,7 @@ class CudaIpcBackend final : public Backend {
     device_ = options.device >= 0 ? options.device : cuda::current_device();
     cuda::set_device(device_);
     stream_ = Stream{cuda::stream_create()};
+    side_ = {Stream{cuda::stream_create()}, cuda::event_create(), cuda::event_create()};
   }
 
   ~CudaIpcBackend() override {
@@ -188,6 +195,9 @@ class CudaIpcBackend final : public Backend {
     free_slots_.clear();
     for (auto& [id, p] : peers_) close_all(p);
     cuda::stream_destroy(stream_.handle());
+    cuda::stream_destroy(side_.stream.handle());
+    cuda::event_destroy(side_.fork);
+    cuda::event_destroy(side_.join);
   }
 
   [[nodiscard]] std::string name() const override { return "cuda_ipc"; }
@@ -369,7 +379,7 @@ class CudaIpcBackend final : public Backend {
       cuda::event_record(f.slot->start, stream_);
     }
     copy_pieces(pieces, choose(wanted, bytes / pieces.size(), kernel_ok, over_pcie), stream_,
-                f.slot->scratch);
+                f.slot->scratch, &side_);
     f.slot->prepared_us = micros_since(began_);
     cuda::event_record(f.slot->event, stream_);
     counters_.chunks_posted += pieces.size();
@@ -474,7 +484,7 @@ class CudaIpcBackend final : public Backend {
     const auto seq = r.get<std::uint64_t>("seq");
     const bool is_read = r.get<std::uint8_t>("is_read") != 0;
     const auto method = r.get<std::uint8_t>("method");
-    if (method > static_cast<std::uint8_t>(CopyMethod::per_chunk)) {
+    if (method > static_cast<std::uint8_t>(CopyMethod::mixed)) {
       r.fail("unknown copy method " + std::to_string(method));
     }
     const bool has_imm = r.get<std::uint8_t>("has_imm") != 0;
@@ -578,6 +588,7 @@ class CudaIpcBackend final : public Backend {
   std::uint32_t pid_;
   int device_{0};
   Stream stream_;
+  SideStream side_;  // for mixed copies
   std::map<std::uint64_t, PeerState> peers_;
   std::uint64_t next_peer_{1};
   std::map<std::uint64_t, RegionRecord> regions_;

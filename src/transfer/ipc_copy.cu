@@ -1,6 +1,6 @@
 // The copies of the cuda_ipc backend: one kernel for a whole batch (resident warps take the
-// pieces, cut into slices of at most 16 KiB, in turn), cudaMemcpyBatchAsync, or one
-// cudaMemcpyAsync per piece.
+// pieces, cut into slices of at most 16 KiB, in turn), cudaMemcpyBatchAsync, both at once on
+// two streams (mixed), or one cudaMemcpyAsync per piece.
 
 #include "transfer/detail/ipc_copy.hpp"
 
@@ -107,9 +107,14 @@ void launch_kernel(std::span<const Piece> pieces, Stream stream, CopyScratch& sc
   // The pieces, then (if any piece is cut) the slices, in page-locked memory.
   const std::size_t piece_bytes = pieces.size_bytes();
   const std::size_t bytes = piece_bytes + (sliced ? items * sizeof(Slice) : 0);
+  // Pieces built in the scratch (CopyScratch::pieces) move with it when it grows: read them
+  // only where it keeps them afterwards.
+  const bool in_place = reinterpret_cast<const std::byte*>(pieces.data()) == scratch.host();
   scratch.reserve(bytes);
   std::byte* host = scratch.host();
-  if (reinterpret_cast<const std::byte*>(pieces.data()) != host) {
+  if (in_place) {
+    pieces = {reinterpret_cast<const Piece*>(host), pieces.size()};
+  } else {
     std::memcpy(host, pieces.data(), piece_bytes);
   }
   if (sliced) {
@@ -136,6 +141,18 @@ void launch_kernel(std::span<const Piece> pieces, Stream stream, CopyScratch& sc
   SPILLWAY_CUDA_TRY(cudaGetLastError());
 }
 
+void copy_batch(std::span<const Piece> pieces, Stream stream) {
+  std::vector<void*> dsts(pieces.size());
+  std::vector<const void*> srcs(pieces.size());
+  std::vector<std::size_t> sizes(pieces.size());
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    dsts[i] = pieces[i].dst;
+    srcs[i] = pieces[i].src;
+    sizes[i] = pieces[i].bytes;
+  }
+  cuda::memcpy_batch_async(dsts.data(), srcs.data(), sizes.data(), pieces.size(), stream);
+}
+
 }  // namespace
 
 CopyScratch::~CopyScratch() {
@@ -160,23 +177,73 @@ std::span<Piece> CopyScratch::pieces(std::size_t n) {
   return {reinterpret_cast<Piece*>(host_), n};
 }
 
+double kernel_share(std::size_t mean_bytes) noexcept {
+  // On an H200 into pinned memory (bench/results/2026-12-03-transfer-mixed.md), of a
+  // contiguous copy: bench_ipc_copy (one process) puts 64 KiB chunks at 0.96-0.97 with 0.3-0.5
+  // to the kernel (0.94 by the kernel alone, 0.70-0.74 by the copy engines alone) and 256
+  // KiB-1 MiB chunks at 0.98-0.99 with 0.1. Between two processes (the copy engines reading
+  // mapped memory) 64 KiB chunks measured 0.91-0.94 with 0.3-0.5, no better than the
+  // kernel alone, and 1 MiB 0.97-1.00 with 0.1.
+  return mean_bytes < (std::size_t{256} << 10) ? 0.5 : 0.1;
+}
+
+void copy_mixed(std::span<const Piece> pieces, double share, Stream stream, const SideStream& side,
+                CopyScratch& scratch) {
+  std::size_t bytes = 0;
+  for (const Piece& p : pieces) bytes += p.bytes;
+  // The kernel takes whole pieces up to `share` of the bytes and the head of the piece at the
+  // boundary (cut at 4 KiB), the copy engines the rest.
+  const auto want = static_cast<std::size_t>(share * static_cast<double>(bytes));
+  std::size_t k = 0;
+  std::size_t got = 0;
+  for (; k < pieces.size() && got + pieces[k].bytes <= want; ++k) got += pieces[k].bytes;
+  const std::size_t cut = k < pieces.size() ? (want - got) / 4096 * 4096 : 0;
+  // The copy engines' pieces are set aside first: the kernel's launch may move the pieces.
+  std::vector<Piece> rest;
+  rest.reserve(pieces.size() - k);
+  if (k < pieces.size()) {
+    const Piece& p = pieces[k];
+    rest.push_back({static_cast<std::byte*>(p.dst) + cut,
+                    static_cast<const std::byte*>(p.src) + cut, p.bytes - cut});
+    rest.insert(rest.end(), pieces.begin() + static_cast<std::ptrdiff_t>(k) + 1, pieces.end());
+  }
+  std::vector<Piece> head;
+  if (cut > 0) {
+    head.assign(pieces.begin(), pieces.begin() + static_cast<std::ptrdiff_t>(k));
+    head.push_back({pieces[k].dst, pieces[k].src, cut});
+  }
+  const std::span<const Piece> kernel_part =
+      cut > 0 ? std::span<const Piece>(head) : pieces.first(k);
+  if (kernel_part.empty() || rest.empty()) {
+    copy_pieces(pieces, rest.empty() ? CopyMethod::kernel : CopyMethod::batch, stream, scratch);
+    return;
+  }
+  // The kernel first: the copy engines' call takes host time per piece, and a kernel queued
+  // behind it started late (64 KiB chunks between two processes: 0.71-0.82 of the engine's
+  // contiguous write, 0.91-0.94 with the kernel first).
+  cuda::event_record(side.fork, stream);
+  cuda::stream_wait_event(side.stream, side.fork);
+  launch_kernel(kernel_part, side.stream, scratch);
+  copy_batch(rest, stream);
+  cuda::event_record(side.join, side.stream);
+  cuda::stream_wait_event(stream, side.join);
+}
+
 void copy_pieces(std::span<const Piece> pieces, CopyMethod method, Stream stream,
-                 CopyScratch& scratch) {
+                 CopyScratch& scratch, const SideStream* side) {
   if (pieces.empty()) return;
   switch (method) {
     case CopyMethod::kernel:
       launch_kernel(pieces, stream, scratch);
       return;
-    case CopyMethod::batch: {
-      std::vector<void*> dsts(pieces.size());
-      std::vector<const void*> srcs(pieces.size());
-      std::vector<std::size_t> sizes(pieces.size());
-      for (std::size_t i = 0; i < pieces.size(); ++i) {
-        dsts[i] = pieces[i].dst;
-        srcs[i] = pieces[i].src;
-        sizes[i] = pieces[i].bytes;
-      }
-      cuda::memcpy_batch_async(dsts.data(), srcs.data(), sizes.data(), pieces.size(), stream);
+    case CopyMethod::batch:
+      copy_batch(pieces, stream);
+      return;
+    case CopyMethod::mixed: {
+      SPILLWAY_EXPECTS(side != nullptr, "cuda_ipc: mixed copies need a side stream");
+      std::size_t bytes = 0;
+      for (const Piece& p : pieces) bytes += p.bytes;
+      copy_mixed(pieces, kernel_share(bytes / pieces.size()), stream, *side, scratch);
       return;
     }
     case CopyMethod::per_chunk:

@@ -190,12 +190,11 @@ TEST_P(CudaIpc, ScatteredChunksArriveExactlyWithTheirImm) {
   engine.send_control(peer, std::vector<std::uint8_t>{'Q'});
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, CudaIpc,
-                         ::testing::Combine(::testing::Values("pinned", "host", "device"),
-                                            ::testing::Values("kernel", "batch", "per_chunk")),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, CudaIpc,
+    ::testing::Combine(::testing::Values("pinned", "host", "device"),
+                       ::testing::Values("kernel", "batch", "per_chunk", "mixed", "auto")),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // Everywhere, GPU or not: a bad option, or no GPU, is an error that says so.
 TEST(CudaIpcOptions, AnUnknownCopyMethodOrNoGpuIsAClearError) {

@@ -37,8 +37,9 @@ struct EngineOptions {
   /// built, else loopback).
   std::string backend{"auto"};
   /// How cuda_ipc moves a batch: "kernel" (one gather/scatter kernel), "batch"
-  /// (cudaMemcpyBatchAsync, the copy engines), "per_chunk" (a cudaMemcpyAsync per chunk: the
-  /// baseline benchmarks compare with) or "auto" (by chunk size, as measured on an H200).
+  /// (cudaMemcpyBatchAsync, the copy engines), "mixed" (both at once, each on a share of the
+  /// chunks), "per_chunk" (a cudaMemcpyAsync per chunk: the baseline benchmarks compare
+  /// with) or "auto" (by chunk size and path, as measured on an H200).
   /// The initiator's choice holds for its batches, whichever side carries them out.
   std::string ipc_copy{"auto"};
   /// The libfabric provider by name: "tcp", "shm", "verbs", "efa", "sockets".

@@ -18,9 +18,16 @@ struct Piece {
   std::size_t bytes;
 };
 
-enum class CopyMethod : std::uint8_t { automatic = 0, kernel = 1, batch = 2, per_chunk = 3 };
+enum class CopyMethod : std::uint8_t {
+  automatic = 0,
+  kernel = 1,
+  batch = 2,
+  per_chunk = 3,
+  mixed = 4,  ///< the kernel and the copy engines at once, each on a share of the pieces
+};
 
-/// "auto", "kernel", "batch" or "per_chunk". @throws spillway::logic_error naming the others
+/// "auto", "kernel", "batch", "per_chunk" or "mixed". @throws spillway::logic_error naming
+/// the others
 CopyMethod parse_copy_method(const std::string& name);
 const char* to_string(CopyMethod method) noexcept;
 /// What `automatic` means for pieces of `mean_bytes` on average; `kernel_reachable` says
@@ -38,7 +45,8 @@ class CopyScratch {
   CopyScratch(const CopyScratch&) = delete;
   CopyScratch& operator=(const CopyScratch&) = delete;
   ~CopyScratch();
-  /// Makes room for at least `bytes`, keeping what it held.
+  /// Makes room for at least `bytes`, keeping what it held (at a new address when it grows:
+  /// spans into it are then stale).
   void reserve(std::size_t bytes);
   /// Room for `n` pieces at its start: pieces written there are not copied again by
   /// copy_pieces (a large batch's pieces cost more to copy than to build).
@@ -53,9 +61,28 @@ class CopyScratch {
   [[maybe_unused]] std::size_t bytes_{0};  // unused in a build without CUDA
 };
 
-/// Queues the copies on `stream` (a stream of spillway's own). `method` is not automatic.
-/// @throws spillway::cuda_error
+/// A second stream for mixed copies, and two events of the caller's that fork it from the
+/// main stream and join it back (reused by every call: a wait takes the event as recorded
+/// then).
+struct SideStream {
+  Stream stream;
+  void* fork{nullptr};
+  void* join{nullptr};
+};
+
+/// Queues the copies on `stream` (a stream of spillway's own). `method` is not automatic;
+/// mixed needs `side`. @throws spillway::cuda_error
 void copy_pieces(std::span<const Piece> pieces, CopyMethod method, Stream stream,
-                 CopyScratch& scratch);
+                 CopyScratch& scratch, const SideStream* side = nullptr);
+
+/// What share of a mixed batch's bytes goes to the kernel, for pieces of `mean_bytes`.
+double kernel_share(std::size_t mean_bytes) noexcept;
+
+/// The kernel on `side` copies the first pieces, up to `share` of the bytes; the copy
+/// engines copy the rest on `stream`, which then waits for the kernel. Over PCIe the
+/// kernel's stores reach ~0.94 of the copy engines' and the copy engines lose time per
+/// piece; together they fill the link.
+void copy_mixed(std::span<const Piece> pieces, double share, Stream stream, const SideStream& side,
+                CopyScratch& scratch);
 
 }  // namespace spillway::transfer::detail
