@@ -331,6 +331,37 @@ TEST_F(GpuTable, PartitionAndPackNeedsLittleMoreThanItsOutputs) {
       << "extra " << extra << " for " << input << " input bytes";
 }
 
+// Small payloads share device blocks (one allocation for many partitions): each is a view,
+// aligned as an allocation of its own, and the block's memory goes with the last of them.
+TEST_F(GpuTable, SmallPayloadsShareBlocksFreedWithTheLastOfThem) {
+  const Table h = host_table(50000, 0.1);
+  const Table d = on_device(h);
+  stream.view().synchronize();
+  const std::size_t before = br.used(MemoryType::DEVICE);
+  auto parts = gpu::partition_and_pack(d.view(), std::vector<std::size_t>{0}, 300, br, stream);
+  stream.view().synchronize();
+  std::size_t views = 0;
+  for (const auto& p : parts) {
+    EXPECT_EQ(p.payload->mem_type(), MemoryType::DEVICE);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p.payload->data()) % 256, 0u);
+    if (p.payload->is_view()) ++views;
+  }
+  EXPECT_EQ(views, parts.size());  // all under 4 MiB, and the GPU has room
+  auto want = partition_and_pack(h.view(), std::vector<std::size_t>{0}, 300, br);
+  std::vector<PackedData> back;
+  for (const auto& p : parts) {
+    auto res = br.reserve(MemoryType::HOST, p.payload->size());
+    back.push_back(PackedData{p.metadata, br.copy(*p.payload, res, stream)});
+  }
+  stream.view().synchronize();
+  expect_same_packs(want, back);
+  PackedData last = std::move(parts.back());
+  parts.clear();
+  EXPECT_GE(br.used(MemoryType::DEVICE), before + last.payload->size());  // its block lives
+  last.payload.reset();
+  EXPECT_EQ(br.used(MemoryType::DEVICE), before);
+}
+
 TEST_F(GpuTable, ChecksumEqualsTheCpu) {
   for (const double nulls : {0.0, 0.3}) {
     for (const std::size_t rows : {std::size_t{0}, std::size_t{1}, std::size_t{77777}}) {

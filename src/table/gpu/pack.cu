@@ -87,15 +87,23 @@ std::vector<PackedData> split_and_pack(const TableView& table, std::span<const s
   std::vector<detail::BitRange> masks;
   std::vector<detail::RebaseRange> offsets;
   std::vector<std::size_t> chars(ncols, 0);
+  std::vector<spillway::detail::PackLayout> layouts;
+  layouts.reserve(nparts);
+  std::vector<std::size_t> payload_sizes(nparts);
   for (std::size_t p = 0; p < nparts; ++p) {
-    const std::size_t a = bounds[p];
-    const std::size_t n = bounds[p + 1] - a;
     for (std::size_t c = 0; c < ncols; ++c) {
       if (!str_at[c].empty()) chars[c] = static_cast<std::size_t>(str_at[c][p + 1] - str_at[c][p]);
     }
-    const auto layout = spillway::detail::make_layout(table, n, chars);
+    layouts.push_back(spillway::detail::make_layout(table, bounds[p + 1] - bounds[p], chars));
+    payload_sizes[p] = layouts.back().payload_size;
+  }
+  auto payloads = outputs.allocate_all(payload_sizes);
+  for (std::size_t p = 0; p < nparts; ++p) {
+    const std::size_t a = bounds[p];
+    const std::size_t n = bounds[p + 1] - a;
+    const auto& layout = layouts[p];
     out[p].metadata = spillway::detail::encode(layout);
-    out[p].payload = outputs.allocate(layout.payload_size);
+    out[p].payload = std::move(payloads[p]);
     std::byte* base = out[p].payload->data();
     for (std::size_t c = 0; c < ncols; ++c) {
       const ColumnView& col = table.columns[c];

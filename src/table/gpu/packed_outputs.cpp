@@ -54,6 +54,36 @@ std::unique_ptr<Buffer> PackedOutputs::allocate(std::size_t bytes) {
   return buf;
 }
 
+std::vector<std::unique_ptr<Buffer>> PackedOutputs::allocate_all(
+    std::span<const std::size_t> sizes) {
+  constexpr std::size_t kShareBelow = std::size_t{4} << 20;
+  constexpr std::size_t kBlock = std::size_t{16} << 20;
+  constexpr std::size_t kAlign = 256;  // as cudaMalloc aligns a payload of its own
+  const auto aligned = [](std::size_t at) { return (at + kAlign - 1) / kAlign * kAlign; };
+  std::vector<std::unique_ptr<Buffer>> out(sizes.size());
+  for (std::size_t i = 0; i < sizes.size();) {
+    std::size_t j = i;
+    std::size_t total = 0;
+    for (; j < sizes.size() && sizes[j] < kShareBelow; ++j) {
+      const std::size_t at = aligned(total);
+      if (j > i && at + sizes[j] > kBlock) break;
+      total = at + sizes[j];
+    }
+    auto res = j - i > 1 ? br_.try_reserve(MemoryType::DEVICE, total) : std::nullopt;
+    if (!res) {  // one payload, or no room for a block: each on its own, as allocate() places it
+      for (const std::size_t end = std::max(j, i + 1); i < end; ++i) out[i] = allocate(sizes[i]);
+      continue;
+    }
+    const std::shared_ptr<Buffer> block = br_.allocate(*res, total, stream_);
+    for (std::size_t at = 0; i < j; ++i) {
+      at = aligned(at);
+      out[i] = BufferResource::view(*block, at, sizes[i], block);
+      at += sizes[i];
+    }
+  }
+  return out;
+}
+
 void PackedOutputs::finish() {
   if (registered_.empty()) return;
   cuda::stream_synchronize(stream_);

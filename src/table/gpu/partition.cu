@@ -165,6 +165,9 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
         std::vector<Dest> dest(ncols * num_partitions);
         std::vector<detail::CopyRange> zero;
         std::vector<std::size_t> chars(ncols, 0);
+        std::vector<spillway::detail::PackLayout> layouts;
+        layouts.reserve(num_partitions);
+        std::vector<std::size_t> payload_sizes(num_partitions);
         for (std::size_t p = 0; p < num_partitions; ++p) {
           for (std::size_t c = 0; c < ncols; ++c) {
             if (!sizes.chars[c].empty()) chars[c] = sizes.chars[c][p + 1] - sizes.chars[c][p];
@@ -173,10 +176,15 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
                                  std::to_string(c) +
                                  " has more characters than int32 offsets allow");
           }
-          const auto layout =
-              spillway::detail::make_layout(table, sizes.starts[p + 1] - sizes.starts[p], chars);
+          layouts.push_back(
+              spillway::detail::make_layout(table, sizes.starts[p + 1] - sizes.starts[p], chars));
+          payload_sizes[p] = layouts.back().payload_size;
+        }
+        auto payloads = outputs.allocate_all(payload_sizes);
+        for (std::size_t p = 0; p < num_partitions; ++p) {
+          const auto& layout = layouts[p];
           out[p].metadata = spillway::detail::encode(layout);
-          out[p].payload = outputs.allocate(layout.payload_size);
+          out[p].payload = std::move(payloads[p]);
           std::byte* base = out[p].payload->data();
           for (std::size_t c = 0; c < ncols; ++c) {
             const auto& cl = layout.columns[c];
