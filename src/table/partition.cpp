@@ -10,10 +10,8 @@
 #include "table/detail/cpu_threads.hpp"
 #include "table/detail/pack_format.hpp"
 #include "table/detail/type_dispatch.hpp"
+#include "table/detail/write_combiner.hpp"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -35,80 +33,12 @@ struct ColumnDest {
   std::size_t mask_bit{0};         // bit of the partition's first row in `mask`
 };
 
-/// Software write-combining for the scatter of fixed-width values: each partition gets a
-/// cache-line buffer that is written out whole, with non-temporal stores once the destination
-/// is line-aligned, instead of scattered 1-8 byte stores that each miss and read the line
-/// first. Keeps each partition's values in input order. One per (thread, column).
-class WriteCombiner {
- public:
-  static constexpr std::size_t line = 64;
-
-  /// `dest[p]`: where this thread's first value of partition p goes.
-  explicit WriteCombiner(const std::vector<std::byte*>& dest)
-      : buf_(dest.size()), to_(dest), fill_(dest.size(), 0), cap_(dest.size()) {
-    for (std::size_t p = 0; p < dest.size(); ++p) {
-      const auto misalign = reinterpret_cast<std::uintptr_t>(dest[p]) % line;
-      cap_[p] = static_cast<std::uint32_t>(line - misalign);  // the first flush ends on a line
-    }
-  }
-
-  template <std::size_t W, typename PidT>
-  void push_rows(const PidT* ids, const std::byte* from, std::size_t count) noexcept {
-    for (std::size_t i = 0; i < count; ++i) {
-      const PidT p = ids[i];
-      std::uint32_t& f = fill_[p];
-      std::memcpy(buf_[p].bytes + f, from + i * W, W);
-      f += W;
-      if (f == cap_[p]) flush(p);
-    }
-  }
-
-  /// Writes out what is left (the tail of every partition). Call once, at the end.
-  void finish() noexcept {
-    for (std::size_t p = 0; p < buf_.size(); ++p) {
-      if (fill_[p] > 0) std::memcpy(to_[p], buf_[p].bytes, fill_[p]);
-      fill_[p] = 0;
-    }
-#if defined(__SSE2__)
-    _mm_sfence();  // order the non-temporal stores before the data is handed on
-#endif
-  }
-
- private:
-  struct alignas(line) Line {
-    std::byte bytes[line];
-  };
-
-  void flush(std::size_t p) noexcept {
-    const std::uint32_t f = fill_[p];
-#if defined(__SSE2__)
-    if (f == line) {
-      auto* dst = reinterpret_cast<__m128i*>(to_[p]);
-      const auto* src = reinterpret_cast<const __m128i*>(buf_[p].bytes);
-      _mm_stream_si128(dst + 0, _mm_load_si128(src + 0));
-      _mm_stream_si128(dst + 1, _mm_load_si128(src + 1));
-      _mm_stream_si128(dst + 2, _mm_load_si128(src + 2));
-      _mm_stream_si128(dst + 3, _mm_load_si128(src + 3));
-    } else {
-#else
-    {  // no non-temporal stores on this architecture: whole-line copies still help
-#endif
-      std::memcpy(to_[p], buf_[p].bytes, f);  // the first, partial line
-    }
-    to_[p] += f;
-    fill_[p] = 0;
-    cap_[p] = line;
-  }
-
-  std::vector<Line> buf_;
-  std::vector<std::byte*> to_;
-  std::vector<std::uint32_t> fill_;
-  std::vector<std::uint32_t> cap_;
-};
-
 /// Partition counts up to which write-combining buffers are used (they take 64 bytes per
 /// partition and fixed-width column per thread; beyond this they would not stay in cache).
 constexpr std::size_t write_combine_max_partitions = 1024;
+/// The most bytes of write-combining lines one thread fills at once: the columns go through
+/// in groups that fit (all ten int32 columns at 64 partitions, one at a time from 1024).
+constexpr std::size_t write_combine_bytes = std::size_t{64} << 10;
 
 /// Per-thread counts, each thread's row in its own cache lines.
 struct Counts {
@@ -224,22 +154,41 @@ void scatter(const TableView& table, const Plan<PidT>& plan,
         std::array<std::size_t, block_rows> slot{};
         const bool wc = n <= write_combine_max_partitions;
         if (wc) {
-          // Column by column: one column's write-combining lines (64 bytes per partition) stay
-          // in cache, where every column's at once did not (640 KiB at 1024 partitions).
+          // In groups of columns whose write-combining lines (64 bytes per partition and
+          // column) stay in cache, where every column's at once did not (640 KiB at 1024
+          // partitions), and whose values share a width and each partition's place in a line.
+          const std::size_t group_max =
+              std::clamp<std::size_t>(write_combine_bytes / (detail::WriteCombiner::line * n), 1,
+                                      detail::WriteCombiner::max_group);
+          std::vector<std::vector<std::byte*>> group;
+          std::vector<const std::byte*> from;
+          std::size_t width = 0;
+          const auto flush_group = [&] {
+            if (group.empty()) return;
+            detail::WriteCombiner combiner(std::move(group));
+            detail::with_width(width, [&]<typename U>() {
+              combiner.push_rows<sizeof(U), PidT>(pid + a, from, b - a);
+            });
+            combiner.finish();
+            group.clear();
+            from.clear();
+          };
           for (std::size_t c = 0; c < ncols; ++c) {
             const ColumnView& col = table.columns[c];
             if (col.type == TypeId::STRING) continue;
+            const std::size_t w = size_of(col.type);
             std::vector<std::byte*> first(n);
-            for (std::size_t p = 0; p < n; ++p) {
-              first[p] = dest[c][p].data + row_start.row(t)[p] * size_of(col.type);
+            for (std::size_t p = 0; p < n; ++p)
+              first[p] = dest[c][p].data + row_start.row(t)[p] * w;
+            if (!group.empty() && (w != width || group.size() == group_max ||
+                                   !detail::WriteCombiner::same_alignment(group.front(), first))) {
+              flush_group();
             }
-            WriteCombiner combiner(first);
-            const auto* src = static_cast<const std::byte*>(col.data);
-            detail::with_width(size_of(col.type), [&]<typename U>() {
-              combiner.push_rows<sizeof(U), PidT>(pid + a, src + a * sizeof(U), b - a);
-            });
-            combiner.finish();
+            width = w;
+            group.push_back(std::move(first));
+            from.push_back(static_cast<const std::byte*>(col.data) + a * w);
           }
+          flush_group();
         }
         // The rest (the other columns' values, strings, validity bits) needs each row's place.
         bool slots = !wc;

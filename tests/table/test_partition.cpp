@@ -88,6 +88,37 @@ INSTANTIATE_TEST_SUITE_P(Cases, HashPartition,
                                            // beyond the write-combining limit (1024)
                                            Case{3000, 2000, 0.1, 0}));
 
+// Columns of one width go through the write-combining scatter in groups (as many as keep the
+// lines in cache): every group size, and a width change between groups, give the definition.
+TEST(HashPartition, ColumnsOfOneWidthInGroupsMatchTheDefinition) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  RandomTableOptions o;
+  o.rows = 20000;
+  o.types = std::vector<DataType>(12, TypeId::INT32);
+  for (int i = 0; i < 3; ++i) o.types.push_back(TypeId::INT64);
+  o.types.push_back(TypeId::INT16);
+  o.types.push_back(TypeId::INT32);
+  Table t = random_table(o, br);
+  const std::vector<std::size_t> keys{0};
+  for (const std::size_t n : {1, 3, 64, 100, 300, 1024}) {
+    for (std::size_t threads : {1, 2, 3}) {
+      SCOPED_TRACE(std::to_string(n) + " partitions, " + std::to_string(threads) + " threads");
+      auto part = hash_partition(t.view(), keys, n, br, 7, threads);
+      expect_valid_partitioning(t.view(), keys, n, part.table.view(), part.offsets, 7);
+      auto packed = partition_and_pack(t.view(), keys, n, br, 7, threads);
+      for (std::size_t p = 0; p < n; ++p) {
+        auto u = unpack(std::move(packed[p]));
+        ASSERT_EQ(u.view().num_rows(), part.offsets[p + 1] - part.offsets[p]);
+        for (std::size_t r = 0; r < u.view().num_rows(); ++r) {
+          ASSERT_TRUE(test::rows_equal(u.view(), r, part.table.view(), part.offsets[p] + r))
+              << "partition " << p << " row " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST(HashPartition, BadArgumentsAreErrors) {
   test::TempDir dir;
   BufferResource br(test::host_config(dir.path()));
