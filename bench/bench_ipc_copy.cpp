@@ -28,8 +28,9 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-/// GB/s of `pieces` by `method`, median of kRuns, after one warm-up.
-double rate(std::span<const Piece> pieces, CopyMethod method, Stream stream, CopyScratch& scratch) {
+/// GB/s of `pieces` as `copy()` queues them on `stream`, median of kRuns, after one warm-up.
+template <typename Copy>
+double timed(std::span<const Piece> pieces, Stream stream, Copy&& copy) {
   std::size_t bytes = 0;
   for (const Piece& p : pieces) bytes += p.bytes;
   void* start = cuda::event_create();
@@ -37,7 +38,7 @@ double rate(std::span<const Piece> pieces, CopyMethod method, Stream stream, Cop
   std::vector<double> v;
   for (int r = 0; r <= kRuns; ++r) {
     cuda::event_record(start, stream);
-    copy_pieces(pieces, method, stream, scratch);
+    copy();
     cuda::event_record(end, stream);
     cuda::event_synchronize(end);
     if (r > 0) v.push_back(static_cast<double>(bytes) / (cuda::event_elapsed_ms(start, end) * 1e6));
@@ -47,24 +48,14 @@ double rate(std::span<const Piece> pieces, CopyMethod method, Stream stream, Cop
   return median(v);
 }
 
-/// rate() of copy_mixed with `share` of the bytes to the kernel.
+double rate(std::span<const Piece> pieces, CopyMethod method, Stream stream, CopyScratch& scratch) {
+  return timed(pieces, stream, [&] { copy_pieces(pieces, method, stream, scratch); });
+}
+
+/// With `share` of the bytes to the kernel.
 double rate_mixed(std::span<const Piece> pieces, double share, Stream stream,
                   const SideStream& side, CopyScratch& scratch) {
-  std::size_t bytes = 0;
-  for (const Piece& p : pieces) bytes += p.bytes;
-  void* start = cuda::event_create();
-  void* end = cuda::event_create();
-  std::vector<double> v;
-  for (int r = 0; r <= kRuns; ++r) {
-    cuda::event_record(start, stream);
-    copy_mixed(pieces, share, stream, side, scratch);
-    cuda::event_record(end, stream);
-    cuda::event_synchronize(end);
-    if (r > 0) v.push_back(static_cast<double>(bytes) / (cuda::event_elapsed_ms(start, end) * 1e6));
-  }
-  cuda::event_destroy(start);
-  cuda::event_destroy(end);
-  return median(v);
+  return timed(pieces, stream, [&] { copy_mixed(pieces, share, stream, side, scratch); });
 }
 
 }  // namespace

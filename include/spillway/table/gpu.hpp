@@ -42,7 +42,10 @@ PartitionedTable hash_partition(const TableView& table, std::span<const std::siz
 /// the input. Each payload is on the DEVICE tier, spilling what is spillable there; when even
 /// that leaves no room, the kernels write it into pinned host memory, else into HOST memory
 /// mapped for the GPU during the call (counted as `pack-into-host-memory`), so that packing
-/// completes whenever some tier has room and no limit is exceeded. Extra memory: the outputs, 2
+/// completes whenever some tier has room and no limit is exceeded. Payloads under 4 MiB share
+/// DEVICE blocks of up to 16 MiB when the GPU has room for a block without spilling (one
+/// allocation for many partitions): each is then a view that holds its block, whose memory is
+/// freed, or freed by spilling, with the last of them. Extra memory: the outputs, 2
 /// bytes per row (4 beyond 65535 partitions) and a histogram of at most 1 byte per row; with STRING
 /// columns 4 bytes per row more and 8 per row and STRING column.
 std::vector<PackedData> partition_and_pack(const TableView& table,
