@@ -1,5 +1,6 @@
 // The libfabric backend: FI_EP_RDM endpoints of a provider chosen by name (tcp, shm, verbs,
-// efa, sockets). A batch goes out as one fi_writemsg / fi_readmsg per chunk, posted with
+// efa, sockets). A batch goes out as fi_writemsg / fi_readmsg calls of up to four chunks each
+// (as many as the provider's iov and RMA iov limits allow), posted with
 // FI_MORE while more follow; what the provider refuses with -FI_EAGAIN stays in this
 // backend's queue and is posted again after the completion queue is polled. The imm travels
 // as remote CQ data on the batch's last write. Where the provider places writes in order
@@ -24,6 +25,8 @@
 #include <unistd.h>
 #include <cerrno>
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <random>
@@ -36,6 +39,13 @@ bool fabric_compiled() noexcept {
 }
 
 namespace {
+
+/// The most pieces one message carries (tcp and shm offer 4 iovs and 4 RMA iovs in 1.17).
+constexpr std::size_t kMaxIov = 8;
+/// A message takes more pieces only while it holds fewer bytes than this: larger chunks go
+/// one per message, which pipelines better (tcp at 1 MiB: 0.79-1.09 of the contiguous write
+/// four to a message, 1.06-1.95 alone; noisy, 2 cores).
+constexpr std::size_t kGroupBelow = std::size_t{256} << 10;
 
 /// Throws comm_error naming the call and libfabric's message when `rc` is an error.
 void check(int rc, const char* call) {
@@ -56,6 +66,7 @@ void close_fid(Fid*& f) noexcept {
 struct Context {
   fi_context2 fi{};
   std::shared_ptr<Op> op;
+  std::size_t chunks{0};  // the chunks this message ends
 };
 
 bool connection_error(int err) {
@@ -246,6 +257,9 @@ class FabricBackend final : public Backend {
     check(fi_getname(&ep_->fid, address_.data(), &len), "fi_getname");
     address_.resize(len);
     max_msg_ = std::max<std::size_t>(info_->ep_attr->max_msg_size, 4096);
+    inject_ = info_->tx_attr->inject_size;
+    iov_per_msg_ = std::clamp<std::size_t>(
+        std::min(info_->tx_attr->iov_limit, info_->tx_attr->rma_iov_limit), 1, kMaxIov);
     tx_size_ = std::max<std::size_t>(info_->tx_attr->size, 1);
     ordered_ = (info_->tx_attr->msg_order & FI_ORDER_WAW) != 0;
     delivery_complete_ = (info_->tx_attr->op_flags & FI_DELIVERY_COMPLETE) != 0;
@@ -253,8 +267,9 @@ class FabricBackend final : public Backend {
                      "libfabric: provider " + provider_ + " carries no 4-byte remote CQ data",
                      comm_error);
     SPILLWAY_LOG(debug, "libfabric: " + std::string(info_->fabric_attr->prov_name) + " tx queue " +
-                            std::to_string(tx_size_) + ", largest message " +
-                            std::to_string(max_msg_) +
+                            std::to_string(tx_size_) + ", " + std::to_string(iov_per_msg_) +
+                            " pieces a message, inject " + std::to_string(inject_) +
+                            ", largest message " + std::to_string(max_msg_) +
                             (ordered_ ? ", writes ordered" : ", writes unordered") +
                             (delivery_complete_ ? ", delivery complete" : ", transmit complete") +
                             (wait_fd_ >= 0 ? ", wait fd" : ", polled") + " (tx depth asked " +
@@ -315,7 +330,7 @@ class FabricBackend final : public Backend {
         Op& op = *c->op;
         --op.inflight;
         --per_peer_[op.backend_peer];
-        ++op.completed;
+        op.completed += c->chunks;
         maybe_done(op);
         release(c);
       }
@@ -379,25 +394,53 @@ class FabricBackend final : public Backend {
         std::min(tx_size_ > total ? tx_size_ - total : 0, cap > mine ? cap - mine : 0);
     if (room == 0) return 0;
     for (std::size_t burst = 0; op.next < op.chunks.size() && burst < room; ++burst) {
-      const Chunk& c = op.chunks[op.next];
-      const std::size_t length = std::min(c.length - op.next_byte, max_msg_);
-      const bool last_piece = op.next + 1 == op.chunks.size() && op.next_byte + length == c.length;
-      // Unless writes are placed in order, the imm goes after the rest have completed.
-      if (last_piece && op.imm && op.inflight > 0 && !(ordered_ && !op.is_read)) break;
+      // One message carries up to iov_per_msg_ pieces (chunks, or parts of chunks over the
+      // largest message): the provider's cost is per message, not per byte.
+      std::array<iovec, kMaxIov> iov{};
+      std::array<void*, kMaxIov> desc{};
+      std::array<fi_rma_iov, kMaxIov> rma{};
+      std::size_t count = 0;
+      std::size_t bytes = 0;
+      std::size_t next = op.next;
+      std::size_t next_byte = op.next_byte;
+      bool last_piece = false;
+      while (count < iov_per_msg_ && next < op.chunks.size() && bytes < kGroupBelow) {
+        const Chunk& c = op.chunks[next];
+        const std::size_t length = std::min(c.length - next_byte, max_msg_);
+        if (count > 0 && bytes + length > max_msg_) break;
+        // A piece the provider can inject goes alone: grouped, it lost that fast path (shm at
+        // 4 KiB: 0.19-0.21 of the contiguous write, against 0.23-0.25).
+        const bool injectable = length <= inject_;
+        if (count > 0 && injectable) break;
+        const bool last = next + 1 == op.chunks.size() && next_byte + length == c.length;
+        // Unless writes are placed in order, the imm goes after the rest have completed.
+        if (last && op.imm && !(ordered_ && !op.is_read) && (op.inflight > 0 || count > 0)) break;
+        const std::size_t local_at = (op.is_read ? c.dst_offset : c.src_offset) + next_byte;
+        const std::size_t remote_at = (op.is_read ? c.src_offset : c.dst_offset) + next_byte;
+        iov[count] = {static_cast<std::uint8_t*>(op.local.region.ptr) + local_at, length};
+        desc[count] = op.local.desc;
+        rma[count] = {op.remote.address + remote_at, length, op.remote.key};
+        ++count;
+        bytes += length;
+        last_piece = last;
+        next_byte += length;
+        if (next_byte == c.length) {
+          ++next;
+          next_byte = 0;
+        }
+        if (injectable) break;
+      }
+      if (count == 0) break;  // the imm's write waits for the others
       const bool more = !last_piece && burst + 1 < room;
-      const std::size_t local_at = (op.is_read ? c.dst_offset : c.src_offset) + op.next_byte;
-      const std::size_t remote_at = (op.is_read ? c.src_offset : c.dst_offset) + op.next_byte;
-      iovec iov{static_cast<std::uint8_t*>(op.local.region.ptr) + local_at, length};
-      void* desc = op.local.desc;
-      fi_rma_iov rma{op.remote.address + remote_at, length, op.remote.key};
       Context* ctx = acquire(sp);
+      ctx->chunks = next - op.next;
       fi_msg_rma msg{};
-      msg.msg_iov = &iov;
-      msg.desc = &desc;
-      msg.iov_count = 1;
+      msg.msg_iov = iov.data();
+      msg.desc = desc.data();
+      msg.iov_count = count;
       msg.addr = op.backend_peer;
-      msg.rma_iov = &rma;
-      msg.rma_iov_count = 1;
+      msg.rma_iov = rma.data();
+      msg.rma_iov_count = count;
       msg.context = &ctx->fi;
       std::uint64_t flags = FI_COMPLETION | (more ? FI_MORE : 0);
       // In order, the last write's delivery vouches for the batch; else each write's does.
@@ -425,12 +468,9 @@ class FabricBackend final : public Backend {
       ++op.inflight;
       ++mine;
       ++posted;
-      ++counters_.chunks_posted;
-      op.next_byte += length;
-      if (op.next_byte == c.length) {
-        ++op.next;
-        op.next_byte = 0;
-      }
+      counters_.chunks_posted += count;
+      op.next = next;
+      op.next_byte = next_byte;
     }
     return posted;
   }
@@ -448,6 +488,8 @@ class FabricBackend final : public Backend {
   int wait_fd_{-1};
   std::vector<std::uint8_t> address_;
   std::size_t max_msg_{0};
+  std::size_t iov_per_msg_{1};  // pieces per message: the provider's iov and rma_iov limits
+  std::size_t inject_{0};       // the provider's inject size
   std::size_t tx_size_{1};
   bool ordered_{false};
   bool delivery_complete_{false};
