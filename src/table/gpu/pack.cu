@@ -89,15 +89,13 @@ std::vector<PackedData> split_and_pack(const TableView& table, std::span<const s
   std::vector<std::size_t> chars(ncols, 0);
   std::vector<spillway::detail::PackLayout> layouts;
   layouts.reserve(nparts);
-  std::vector<std::size_t> payload_sizes(nparts);
   for (std::size_t p = 0; p < nparts; ++p) {
     for (std::size_t c = 0; c < ncols; ++c) {
       if (!str_at[c].empty()) chars[c] = static_cast<std::size_t>(str_at[c][p + 1] - str_at[c][p]);
     }
     layouts.push_back(spillway::detail::make_layout(table, bounds[p + 1] - bounds[p], chars));
-    payload_sizes[p] = layouts.back().payload_size;
   }
-  auto payloads = outputs.allocate_all(payload_sizes);
+  auto payloads = outputs.allocate_all(layouts);
   for (std::size_t p = 0; p < nparts; ++p) {
     const std::size_t a = bounds[p];
     const std::size_t n = bounds[p + 1] - a;

@@ -55,11 +55,13 @@ std::unique_ptr<Buffer> PackedOutputs::allocate(std::size_t bytes) {
 }
 
 std::vector<std::unique_ptr<Buffer>> PackedOutputs::allocate_all(
-    std::span<const std::size_t> sizes) {
+    std::span<const spillway::detail::PackLayout> layouts) {
   constexpr std::size_t kShareBelow = std::size_t{4} << 20;
   constexpr std::size_t kBlock = std::size_t{16} << 20;
   constexpr std::size_t kAlign = 256;  // as cudaMalloc aligns a payload of its own
   const auto aligned = [](std::size_t at) { return (at + kAlign - 1) / kAlign * kAlign; };
+  std::vector<std::size_t> sizes(layouts.size());
+  for (std::size_t i = 0; i < layouts.size(); ++i) sizes[i] = layouts[i].payload_size;
   std::vector<std::unique_ptr<Buffer>> out(sizes.size());
   for (std::size_t i = 0; i < sizes.size();) {
     std::size_t j = i;

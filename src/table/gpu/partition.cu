@@ -167,7 +167,6 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
         std::vector<std::size_t> chars(ncols, 0);
         std::vector<spillway::detail::PackLayout> layouts;
         layouts.reserve(num_partitions);
-        std::vector<std::size_t> payload_sizes(num_partitions);
         for (std::size_t p = 0; p < num_partitions; ++p) {
           for (std::size_t c = 0; c < ncols; ++c) {
             if (!sizes.chars[c].empty()) chars[c] = sizes.chars[c][p + 1] - sizes.chars[c][p];
@@ -178,9 +177,8 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
           }
           layouts.push_back(
               spillway::detail::make_layout(table, sizes.starts[p + 1] - sizes.starts[p], chars));
-          payload_sizes[p] = layouts.back().payload_size;
         }
-        auto payloads = outputs.allocate_all(payload_sizes);
+        auto payloads = outputs.allocate_all(layouts);
         for (std::size_t p = 0; p < num_partitions; ++p) {
           const auto& layout = layouts[p];
           out[p].metadata = spillway::detail::encode(layout);
