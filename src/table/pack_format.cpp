@@ -48,6 +48,7 @@ PackLayout make_layout(const TableView& schema, std::size_t rows,
                        std::span<const std::size_t> chars) {
   PackLayout l;
   l.num_rows = rows;
+  l.columns.reserve(schema.num_columns());
   std::uint64_t at = 0;
   auto place = [&](std::uint64_t size) {
     BufferSpan s{size == 0 ? 0 : at, size};
@@ -74,7 +75,11 @@ PackLayout make_layout(const TableView& schema, std::size_t rows,
 }
 
 std::vector<std::uint8_t> encode(const PackLayout& l) {
+  // (one allocation: partition_and_pack encodes a layout per partition, thousands a call)
+  std::size_t bytes = 28;
+  for (const auto& c : l.columns) bytes += 56 + c.name.size();
   ByteWriter w;
+  w.reserve(bytes);
   w.put(pack_magic);
   w.put(pack_version);
   w.put(std::uint16_t{0});

@@ -5,6 +5,7 @@
 
 #include <spillway/core/error.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -17,22 +18,39 @@ class ByteWriter {
  public:
   ByteWriter() = default;
   /// Writes into `reuse`, emptied, keeping its capacity.
-  explicit ByteWriter(std::vector<std::uint8_t>&& reuse) : out_{std::move(reuse)} { out_.clear(); }
+  explicit ByteWriter(std::vector<std::uint8_t>&& reuse) : out_{std::move(reuse)} {
+    out_.resize(out_.capacity());
+  }
   template <typename T>
   void put(T v) {
-    const auto at = out_.size();
-    out_.resize(at + sizeof(T));
-    std::memcpy(out_.data() + at, &v, sizeof(T));
+    std::memcpy(grow(sizeof(T)), &v, sizeof(T));
   }
   template <typename Bytes>
   void put_bytes(const Bytes& b) {
-    out_.insert(out_.end(), b.begin(), b.end());
+    if (!b.empty()) std::memcpy(grow(b.size()), b.data(), b.size());
   }
-  void reserve(std::size_t bytes) { out_.reserve(bytes); }
-  std::vector<std::uint8_t> take() { return std::move(out_); }
+  void reserve(std::size_t bytes) {
+    if (bytes > out_.size()) out_.resize(bytes);
+  }
+  std::vector<std::uint8_t> take() {
+    out_.resize(used_);
+    used_ = 0;
+    return std::move(out_);
+  }
 
  private:
+  /// Room for `n` more bytes (the vector's size is its written part's capacity: a field costs
+  /// a copy, not a resize).
+  std::uint8_t* grow(std::size_t n) {
+    if (used_ + n > out_.size())
+      out_.resize(std::max({used_ + n, 2 * out_.size(), std::size_t{64}}));
+    std::uint8_t* at = out_.data() + used_;
+    used_ += n;
+    return at;
+  }
+
   std::vector<std::uint8_t> out_;
+  std::size_t used_{0};
 };
 
 /// Reads fields in order; a field that runs past the end throws corrupt_data_error with

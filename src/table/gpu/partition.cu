@@ -39,6 +39,7 @@
 #include "table/gpu/detail/partition_passes.cuh"
 
 #include <limits>
+#include <tuple>
 
 namespace spillway::gpu {
 
@@ -95,9 +96,16 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
     cuda::memcpy_async(sizes.chars[c].data(), char_starts[c]->data(), char_starts[c]->size(),
                        stream);
   }
-  detail::to_host(sizes.starts, starts.data(), stream);  // synchronizes
-
-  auto [dest, zero] = make_dest(sizes);
+  {
+    SPILLWAY_NVTX_RANGE("partition: wait for the counts");
+    detail::to_host(sizes.starts, starts.data(), stream);  // synchronizes
+  }
+  std::vector<Dest> dest;
+  std::vector<detail::CopyRange> zero;
+  {
+    SPILLWAY_NVTX_RANGE("partition: the outputs");
+    std::tie(dest, zero) = make_dest(sizes);
+  }
   detail::copy_ranges(std::span<const detail::CopyRange>(zero), br, stream);
   if (tl.tiles == 0) return;
   auto d_dest = detail::to_device(dest, br, stream);
@@ -178,7 +186,11 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
           layouts.push_back(
               spillway::detail::make_layout(table, sizes.starts[p + 1] - sizes.starts[p], chars));
         }
-        auto payloads = outputs.allocate_all(layouts);
+        auto payloads = [&] {
+          SPILLWAY_NVTX_RANGE("partition: allocate");
+          return outputs.allocate_all(layouts);
+        }();
+        SPILLWAY_NVTX_RANGE("partition: metadata and destinations");
         for (std::size_t p = 0; p < num_partitions; ++p) {
           const auto& layout = layouts[p];
           out[p].metadata = spillway::detail::encode(layout);
