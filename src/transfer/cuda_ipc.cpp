@@ -168,6 +168,9 @@ class CudaIpcBackend final : public Backend {
     w.put(pid_);
     return w.take();
   }
+  [[nodiscard]] bool carries(MemoryType local, MemoryType remote) const override {
+    return local == MemoryType::DEVICE || remote == MemoryType::DEVICE;  // host to host: shm
+  }
 
   void register_region(RegionRecord& record) override {
     cuda::set_device(device_);
@@ -347,8 +350,8 @@ class CudaIpcBackend final : public Backend {
 
   /// The remote side is device memory: map it and copy here.
   void copy_here(std::shared_ptr<Op> op) {
-    const Exported e = from_blob(op->remote.blob, "the remote region");
-    std::uint8_t* remote = mapped(op->backend_peer, e) + op->remote.address;
+    const Exported e = from_blob(op->remote_key.blob, "the remote region");
+    std::uint8_t* remote = mapped(op->backend_peer, e) + op->remote_key.address;
     std::uint8_t* local_reach = reachable(op->local);
     auto* local =
         local_reach != nullptr ? local_reach : static_cast<std::uint8_t*>(op->local.region.ptr);

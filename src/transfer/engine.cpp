@@ -1,5 +1,6 @@
-// The transfer engine's public operations: peers, regions, writes, reads, imms and control
-// messages. The worker that carries them out is in worker.cpp.
+// The transfer engine's public operations: peers, writes, reads, imms and control messages.
+// Registered memory is in regions.cpp, the choice of backend in backends.cpp, and the worker
+// that carries the operations out in worker.cpp.
 
 #include <spillway/transfer/engine.hpp>
 
@@ -17,14 +18,9 @@ namespace spillway::transfer {
 
 using detail::Op;
 using detail::Peer;
-using detail::RegionRecord;
+using detail::Registration;
 
 namespace {
-
-std::string describe(const Region& r) {
-  return std::to_string(r.bytes) + " bytes at " +
-         std::to_string(reinterpret_cast<std::uintptr_t>(r.ptr));
-}
 
 /// Refuses a chunk that is empty or runs past either region, naming it.
 void check_chunks(std::span<const Chunk> chunks, std::size_t src_bytes, std::size_t dst_bytes,
@@ -53,18 +49,7 @@ TransferEngine::Impl::Impl(EngineOptions opts) : options{std::move(opts)} {
   SPILLWAY_EXPECTS(
       options.heartbeat_interval.count() > 0 && options.peer_timeout > options.heartbeat_interval,
       "transfer engine: peer_timeout must exceed heartbeat_interval (> 0)");
-  std::string kind = options.backend;
-  if (kind == "auto") kind = detail::fabric_compiled() ? "libfabric" : "loopback";
-  if (kind == "loopback") {
-    backend = detail::make_loopback_backend(*this);
-  } else if (kind == "libfabric") {
-    backend = detail::make_fabric_backend(*this, options);
-  } else if (kind == "cuda_ipc") {
-    backend = detail::make_cuda_ipc_backend(*this, options);
-  } else {
-    SPILLWAY_FAIL("transfer engine: unknown backend '" + options.backend +
-                  "' (auto, loopback, libfabric or cuda_ipc)");
-  }
+  open_backends();
   listen_fd = detail::listen_on(options.address, control_address);
   wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd < 0) {
@@ -86,11 +71,15 @@ TransferEngine::Impl::~Impl() {
     }
     peers.clear();  // closes the control connections
     pending.clear();
-    for (auto& [id, record] : regions) backend->deregister_region(record);
+    for (auto& [id, registration] : regions) {
+      for (std::size_t i = 0; i < backends.size(); ++i) {
+        if (registration.records[i]) backends[i]->deregister_region(*registration.records[i]);
+      }
+    }
   }
   // Before any other member goes: a loopback peer may deliver an imm until the backend has
   // left the process's registry.
-  backend.reset();
+  backends.clear();
   ::close(listen_fd);
   ::close(wake_fd);
 }
@@ -121,19 +110,27 @@ bool TransferEngine::Impl::send(Peer& peer, detail::FrameType type,
   return detail::send_frame(fd, type, body, options.peer_timeout);
 }
 
-bool TransferEngine::Impl::send_to_peer(std::uint64_t backend_peer,
+bool TransferEngine::Impl::send_to_peer(std::size_t index, std::uint64_t backend_peer,
                                         std::span<const std::uint8_t> body,
                                         const std::function<void()>& first) {
   std::shared_ptr<Peer> peer;
   {
     std::lock_guard lock(mutex);
     for (auto& [id, p] : peers) {
-      if (p->alive && p->backend_peer == backend_peer) peer = p;
+      if (p->alive && p->backend_peers[index] == backend_peer) peer = p;
     }
   }
+  if (!peer) return false;
+  // The frame names the backend it is for (the peer's list may be in another order).
+  const std::string name = backends[index]->name();
+  std::vector<std::uint8_t> frame;
+  frame.reserve(1 + name.size() + body.size());
+  frame.push_back(static_cast<std::uint8_t>(name.size()));
+  frame.insert(frame.end(), name.begin(), name.end());
+  frame.insert(frame.end(), body.begin(), body.end());
   // A failed send is not judged here (the caller holds the backend lock, which failure
   // callbacks may want): the worker's heartbeats find a peer that is gone.
-  return peer && send(*peer, detail::FrameType::backend, body, first);
+  return send(*peer, detail::FrameType::backend, frame, first);
 }
 
 void TransferEngine::Impl::satisfy(std::uint32_t imm) {
@@ -153,15 +150,6 @@ void TransferEngine::Impl::satisfy(std::uint32_t imm) {
     list.pop_front();
   }
   if (list.empty()) expecting.erase(it);
-}
-
-RegionRecord& TransferEngine::Impl::record_of(const Region& region, const char* what) {
-  const auto it = regions.find(region.id);
-  SPILLWAY_EXPECTS(it != regions.end() && it->second.region.ptr == region.ptr &&
-                       it->second.region.bytes == region.bytes,
-                   std::string("transfer: the ") + what + " region (" + describe(region) +
-                       ") is not registered with this engine");
-  return it->second;
 }
 
 std::shared_ptr<Peer> TransferEngine::Impl::peer_of(PeerId peer, const char* what) {
@@ -185,8 +173,8 @@ std::shared_ptr<Peer> TransferEngine::Impl::peer_of_engine(const detail::EngineI
   return nullptr;
 }
 
-Ticket TransferEngine::Impl::submit(std::shared_ptr<Op> op, const RemoteRegion& remote,
-                                    std::span<const Chunk> chunks,
+Ticket TransferEngine::Impl::submit(std::shared_ptr<Op> op, const Registration& local,
+                                    const RemoteRegion& remote, std::span<const Chunk> chunks,
                                     std::unique_lock<std::mutex>& lock) {
   Ticket ticket(op->ticket);
   std::string why;
@@ -195,9 +183,17 @@ Ticket TransferEngine::Impl::submit(std::shared_ptr<Op> op, const RemoteRegion& 
     op->ticket->finish(Status::peer_gone, why);
     return ticket;
   }
+  op->backend = choose(*peer, local, remote, why);
+  SPILLWAY_EXPECTS(op->backend != npos,
+                   "transfer: no backend of this engine can carry the batch to peer " +
+                       std::to_string(peer->id) + " (" + why + ")");
+  const std::string name = backends[op->backend]->name();
   op->peer = peer->id;
-  op->backend_peer = peer->backend_peer;
+  op->backend_peer = *peer->backend_peers[op->backend];
+  op->local = *local.records[op->backend];
   op->remote = remote;
+  op->remote_key = *std::find_if(remote.keys.begin(), remote.keys.end(),
+                                 [&](const RemoteKey& k) { return k.backend == name; });
   op->chunks.assign(chunks.begin(), chunks.end());
   ops.push_back(op);
   // Posted here when nothing submitted before it waits for the worker and the backend is
@@ -221,7 +217,7 @@ Ticket TransferEngine::Impl::submit(std::shared_ptr<Op> op, const RemoteRegion& 
 void TransferEngine::Impl::post(const std::shared_ptr<Op>& op) {
   if (op->ticket->ended()) return;  // its peer went while it waited
   try {
-    backend->post(op);
+    backends[op->backend]->post(op);
   } catch (const std::exception& e) {
     op->ticket->finish(Status::error, e.what());
   }
@@ -236,12 +232,30 @@ PeerId TransferEngine::Impl::attach(const detail::EngineMetadata& metadata,
     return it->second;
   }
   lock.unlock();
-  const std::uint64_t backend_peer = backend->add_peer(metadata.backend_address);
+  // Every backend both have: each batch then takes the first that can carry it.
+  std::vector<std::optional<std::uint64_t>> backend_peers(backends.size());
+  std::string why;
+  for (std::size_t i = 0; i < backends.size(); ++i) {
+    const detail::BackendAddress* address = metadata.backend(backends[i]->name());
+    if (address == nullptr) continue;
+    try {
+      backend_peers[i] = backends[i]->add_peer(address->address);
+    } catch (const comm_error& e) {  // unreachable by this backend (cuda_ipc on another node)
+      why += std::string(why.empty() ? "" : "; ") + e.what();
+    }
+  }
+  SPILLWAY_EXPECTS(std::any_of(backend_peers.begin(), backend_peers.end(),
+                               [](const auto& b) { return b.has_value(); }),
+                   "transfer: engine " + detail::to_string(metadata.engine) + " at " +
+                       metadata.control + " has backends " + metadata.backend_names() +
+                       ", this engine " + backend_names() + ", and none of them reaches it" +
+                       (why.empty() ? std::string() : ": " + why),
+                   comm_error);
   lock.lock();
   auto peer = std::make_shared<Peer>();
   peer->id = next_peer++;
   peer->metadata = metadata;
-  peer->backend_peer = backend_peer;
+  peer->backend_peers = std::move(backend_peers);
   peer->connections.push_back(std::move(connection));
   peers[peer->id] = peer;
   by_engine[metadata.engine] = peer->id;
@@ -282,22 +296,21 @@ TransferEngine::~TransferEngine() = default;
 std::vector<std::uint8_t> TransferEngine::metadata() const {
   detail::EngineMetadata m;
   m.engine = impl_->id;
-  m.backend = impl_->backend->name();
   m.control = impl_->control_address;
-  m.backend_address = impl_->backend->address();
+  for (const auto& b : impl_->backends) m.backends.push_back({b->name(), b->address()});
   return m.to_bytes();
 }
 
 std::string TransferEngine::backend_name() const {
-  return impl_->backend->name();
+  return impl_->backend_names();
 }
 
 PeerId TransferEngine::add_peer(std::span<const std::uint8_t> metadata) {
   const auto m = detail::EngineMetadata::from_bytes(metadata);
   SPILLWAY_EXPECTS(m.engine != impl_->id, "transfer: add_peer with this engine's own metadata");
-  SPILLWAY_EXPECTS(m.backend == impl_->backend->name(), "transfer: the peer's backend is " +
-                                                            m.backend + ", this engine's is " +
-                                                            impl_->backend->name());
+  SPILLWAY_EXPECTS(impl_->shares_a_backend(m), "transfer: the peer's backends are " +
+                                                   m.backend_names() + ", this engine's are " +
+                                                   impl_->backend_names() + ": none in common");
   {
     std::lock_guard lock(impl_->mutex);
     if (const auto it = impl_->by_engine.find(m.engine); it != impl_->by_engine.end()) {
@@ -338,65 +351,6 @@ void TransferEngine::on_peer_failure(std::function<void(PeerId, const std::strin
   impl_->failure_callbacks.push_back(std::move(callback));
 }
 
-Region TransferEngine::register_memory(void* ptr, std::size_t bytes, MemoryType type, int device) {
-  SPILLWAY_EXPECTS(ptr != nullptr, "transfer: register_memory of a null pointer");
-  SPILLWAY_EXPECTS(bytes > 0, "transfer: register_memory of zero bytes");
-  SPILLWAY_EXPECTS(type != MemoryType::DISK, "transfer: DISK memory cannot be registered");
-  SPILLWAY_EXPECTS(type != MemoryType::DEVICE || device >= 0,
-                   "transfer: device memory needs its device");
-  RegionRecord record;
-  record.region = Region{0, ptr, bytes, type, type == MemoryType::DEVICE ? device : -1};
-  const auto begin = reinterpret_cast<std::uintptr_t>(ptr);
-  std::lock_guard backend_lock(impl_->backend_mutex);
-  {
-    std::lock_guard lock(impl_->mutex);
-    for (const auto& [id, r] : impl_->regions) {
-      const auto b = reinterpret_cast<std::uintptr_t>(r.region.ptr);
-      SPILLWAY_EXPECTS(begin + bytes <= b || b + r.region.bytes <= begin,
-                       "transfer: register_memory of " + describe(record.region) +
-                           " overlaps region " + std::to_string(id) + " (" + describe(r.region) +
-                           ")");
-    }
-    record.region.id = impl_->next_region++;
-  }
-  impl_->backend->register_region(record);
-  std::lock_guard lock(impl_->mutex);
-  impl_->regions[record.region.id] = record;
-  return record.region;
-}
-
-void TransferEngine::deregister_memory(const Region& region) {
-  std::lock_guard backend_lock(impl_->backend_mutex);
-  RegionRecord record;
-  {
-    std::lock_guard lock(impl_->mutex);
-    record = impl_->record_of(region, "deregistered");
-    impl_->regions.erase(region.id);
-  }
-  impl_->backend->deregister_region(record);
-}
-
-RemoteRegion TransferEngine::export_region(const Region& region, std::size_t offset,
-                                           std::size_t length) const {
-  std::lock_guard lock(impl_->mutex);
-  const RegionRecord& record = impl_->record_of(region, "exported");
-  SPILLWAY_EXPECTS(length > 0 && offset <= region.bytes && length <= region.bytes - offset,
-                   "transfer: export_region of " + std::to_string(length) + " bytes at " +
-                       std::to_string(offset) + " is outside the region of " +
-                       std::to_string(region.bytes) + " bytes");
-  RemoteRegion out;
-  out.engine = impl_->id;
-  out.region_id = region.id;
-  out.address = record.address + offset;
-  out.length = length;
-  out.key = record.key;
-  out.type = region.type;
-  out.device = region.device;
-  out.offset = offset;
-  out.blob = record.blob;
-  return out;
-}
-
 Ticket TransferEngine::write(const Region& src, const RemoteRegion& dst,
                              std::span<const Chunk> chunks, std::optional<std::uint32_t> imm,
                              Deadline deadline) {
@@ -405,9 +359,9 @@ Ticket TransferEngine::write(const Region& src, const RemoteRegion& dst,
   op->imm = imm;
   op->deadline = deadline;
   std::unique_lock lock(impl_->mutex);
-  op->local = impl_->record_of(src, "source");
+  const Registration& local = impl_->registration_of(src, "source");
   check_chunks(chunks, src.bytes, dst.length, "source", "destination");
-  return impl_->submit(std::move(op), dst, chunks, lock);
+  return impl_->submit(std::move(op), local, dst, chunks, lock);
 }
 
 Ticket TransferEngine::read(const RemoteRegion& src, const Region& dst,
@@ -417,9 +371,9 @@ Ticket TransferEngine::read(const RemoteRegion& src, const Region& dst,
   op->is_read = true;
   op->deadline = deadline;
   std::unique_lock lock(impl_->mutex);
-  op->local = impl_->record_of(dst, "destination");
+  const Registration& local = impl_->registration_of(dst, "destination");
   check_chunks(chunks, src.length, dst.bytes, "remote source", "destination");
-  return impl_->submit(std::move(op), src, chunks, lock);
+  return impl_->submit(std::move(op), local, src, chunks, lock);
 }
 
 Ticket TransferEngine::expect_imm(std::uint32_t imm, std::uint32_t count, Deadline deadline) {
@@ -471,7 +425,11 @@ EngineCounters TransferEngine::counters() const {
   EngineCounters c;
   {
     std::lock_guard backend_lock(impl_->backend_mutex);
-    c = impl_->backend->counters();
+    for (const auto& b : impl_->backends) {
+      const EngineCounters one = b->counters();
+      c.chunks_posted += one.chunks_posted;
+      c.eagain += one.eagain;
+    }
   }
   std::lock_guard lock(impl_->mutex);
   c.imms_received = impl_->imms_received;

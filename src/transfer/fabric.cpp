@@ -419,7 +419,7 @@ class FabricBackend final : public Backend {
         const std::size_t remote_at = (op.is_read ? c.src_offset : c.dst_offset) + next_byte;
         iov[count] = {static_cast<std::uint8_t*>(op.local.region.ptr) + local_at, length};
         desc[count] = op.local.desc;
-        rma[count] = {op.remote.address + remote_at, length, op.remote.key};
+        rma[count] = {op.remote_key.address + remote_at, length, op.remote_key.key};
         ++count;
         bytes += length;
         last_piece = last;

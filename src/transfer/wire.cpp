@@ -19,7 +19,7 @@ namespace spillway::transfer {
 namespace detail {
 namespace {
 
-constexpr std::uint16_t kVersion = 1;
+constexpr std::uint16_t kVersion = 2;                 // 2: several backends an engine
 constexpr std::uint32_t kMetadataMagic = 0x45545753;  // "SWTE"
 constexpr std::uint32_t kRegionMagic = 0x52525753;    // "SWRR"
 constexpr std::size_t kMaxField = 1 << 16;            // no field of these is larger
@@ -95,12 +95,28 @@ std::string to_string(const EngineId& id) {
   return buf;
 }
 
+const BackendAddress* EngineMetadata::backend(std::string_view name) const {
+  for (const auto& b : backends) {
+    if (b.name == name) return &b;
+  }
+  return nullptr;
+}
+
+std::string EngineMetadata::backend_names() const {
+  std::string out;
+  for (const auto& b : backends) out += (out.empty() ? "" : ",") + b.name;
+  return out;
+}
+
 std::vector<std::uint8_t> EngineMetadata::to_bytes() const {
   spillway::detail::ByteWriter w;
   w.put_bytes(engine);
-  put_field(w, backend);
   put_field(w, control);
-  put_field(w, backend_address);
+  w.put(static_cast<std::uint32_t>(backends.size()));
+  for (const auto& b : backends) {
+    put_field(w, b.name);
+    put_field(w, b.address);
+  }
   return seal(kMetadataMagic, w.take());
 }
 
@@ -110,14 +126,23 @@ EngineMetadata EngineMetadata::from_bytes(std::span<const std::uint8_t> bytes) {
   EngineMetadata m;
   const auto id = r.bytes(m.engine.size(), "engine id");
   std::copy(id.begin(), id.end(), m.engine.begin());
-  const auto backend = get_field(r, "backend");
-  m.backend.assign(backend.begin(), backend.end());
   const auto control = get_field(r, "control address");
   m.control.assign(control.begin(), control.end());
-  const auto address = get_field(r, "backend address");
-  m.backend_address.assign(address.begin(), address.end());
+  const auto n = r.get<std::uint32_t>("backend count");
+  if (n == 0 || n > kMaxBackends) {
+    r.fail(std::to_string(n) + " backends (1 to " + std::to_string(kMaxBackends) + ")");
+  }
+  for (std::uint32_t i = 0; i < n; ++i) {
+    BackendAddress b;
+    const auto name = get_field(r, "backend name");
+    b.name.assign(name.begin(), name.end());
+    const auto address = get_field(r, "backend address");
+    b.address.assign(address.begin(), address.end());
+    if (b.name.empty()) r.fail("backend " + std::to_string(i) + " has no name");
+    if (m.backend(b.name) != nullptr) r.fail("backend " + b.name + " is named twice");
+    m.backends.push_back(std::move(b));
+  }
   if (r.remaining() != 0) r.fail(std::to_string(r.remaining()) + " unexpected trailing bytes");
-  if (m.backend.empty()) r.fail("no backend named");
   if (m.control.find(':') == std::string::npos) {
     r.fail("control address '" + m.control + "' is not host:port");
   }
@@ -130,13 +155,17 @@ std::vector<std::uint8_t> RemoteRegion::to_bytes() const {
   spillway::detail::ByteWriter w;
   w.put_bytes(engine);
   w.put(region_id);
-  w.put(address);
   w.put(length);
-  w.put(key);
   w.put(static_cast<std::int32_t>(type));
   w.put(static_cast<std::int32_t>(device));
   w.put(offset);
-  detail::put_field(w, blob);
+  w.put(static_cast<std::uint32_t>(keys.size()));
+  for (const RemoteKey& k : keys) {
+    detail::put_field(w, k.backend);
+    w.put(k.address);
+    w.put(k.key);
+    detail::put_field(w, k.blob);
+  }
   return detail::seal(detail::kRegionMagic, w.take());
 }
 
@@ -147,9 +176,7 @@ RemoteRegion RemoteRegion::from_bytes(std::span<const std::uint8_t> bytes) {
   const auto id = r.bytes(region.engine.size(), "engine id");
   std::copy(id.begin(), id.end(), region.engine.begin());
   region.region_id = r.get<std::uint64_t>("region id");
-  region.address = r.get<std::uint64_t>("address");
   region.length = r.get<std::uint64_t>("length");
-  region.key = r.get<std::uint64_t>("key");
   const auto type = r.get<std::int32_t>("memory type");
   if (type < 0 || type > static_cast<std::int32_t>(MemoryType::HOST)) {
     r.fail("memory type " + std::to_string(type) + " is not device, pinned or host");
@@ -157,8 +184,21 @@ RemoteRegion RemoteRegion::from_bytes(std::span<const std::uint8_t> bytes) {
   region.type = static_cast<MemoryType>(type);
   region.device = r.get<std::int32_t>("device");
   region.offset = r.get<std::uint64_t>("offset");
-  const auto blob = detail::get_field(r, "backend blob");
-  region.blob.assign(blob.begin(), blob.end());
+  const auto n = r.get<std::uint32_t>("key count");
+  if (n == 0 || n > detail::kMaxBackends) {
+    r.fail(std::to_string(n) + " backend keys (1 to " + std::to_string(detail::kMaxBackends) + ")");
+  }
+  for (std::uint32_t i = 0; i < n; ++i) {
+    RemoteKey k;
+    const auto name = detail::get_field(r, "backend name");
+    k.backend.assign(name.begin(), name.end());
+    k.address = r.get<std::uint64_t>("address");
+    k.key = r.get<std::uint64_t>("key");
+    const auto blob = detail::get_field(r, "backend blob");
+    k.blob.assign(blob.begin(), blob.end());
+    if (k.backend.empty()) r.fail("backend key " + std::to_string(i) + " has no name");
+    region.keys.push_back(std::move(k));
+  }
   if (r.remaining() != 0) r.fail(std::to_string(r.remaining()) + " unexpected trailing bytes");
   if (region.region_id == 0) r.fail("region id 0");
   if (region.offset + region.length < region.offset) r.fail("offset + length overflows");

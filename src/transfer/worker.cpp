@@ -38,7 +38,7 @@ void TransferEngine::Impl::run() {
       bool busy = false;
       {
         std::lock_guard lock(backend_mutex);
-        busy = backend->progress();
+        for (auto& b : backends) busy = b->progress() || busy;
       }
       if (busy) last_activity = Clock::now();
       check_deadlines();
@@ -114,7 +114,9 @@ void TransferEngine::Impl::tend_peers() {
         peers.erase(peer->id);
       }
       std::lock_guard lock(backend_mutex);
-      backend->remove_peer(peer->backend_peer);
+      for (std::size_t i = 0; i < backends.size(); ++i) {
+        if (peer->backend_peers[i]) backends[i]->remove_peer(*peer->backend_peers[i]);
+      }
       continue;
     }
     if (now - peer->last_heard > options.peer_timeout) {
@@ -171,16 +173,17 @@ void TransferEngine::Impl::poll_sockets(bool busy) {
     }
     busy = busy || !ops.empty() || !submitted.empty();
   }
-  int backend_fd = -1;
   bool may_sleep = true;
   {
     std::lock_guard lock(backend_mutex);
-    backend_fd = backend->wait_fd();
-    if (backend_fd >= 0) {
-      fds.push_back({backend_fd, POLLIN, 0});
-      watched.push_back({});
+    for (auto& b : backends) {
+      const int backend_fd = b->wait_fd();
+      if (backend_fd >= 0) {
+        fds.push_back({backend_fd, POLLIN, 0});
+        watched.push_back({});
+      }
+      may_sleep = b->may_sleep() && may_sleep;
     }
-    may_sleep = backend->may_sleep();
   }
   const auto now = Clock::now();
   const auto until_heartbeat =
@@ -234,9 +237,19 @@ void TransferEngine::Impl::poll_sockets(bool busy) {
 }
 
 void TransferEngine::Impl::on_frame(const std::shared_ptr<Peer>& peer, detail::Frame&& frame) {
-  if (frame.type == detail::FrameType::backend) {
+  if (frame.type == detail::FrameType::backend) {  // u8 name length, the name, the body
+    const std::span<const std::uint8_t> body(frame.body);
+    SPILLWAY_EXPECTS(
+        !body.empty() && body.size() > body[0],
+        "a backend frame of " + std::to_string(body.size()) + " bytes names no backend",
+        corrupt_data_error);
+    const std::string name(body.begin() + 1, body.begin() + 1 + body[0]);
+    const std::size_t i = backend_named(name);
+    SPILLWAY_EXPECTS(i != npos && peer->backend_peers[i],
+                     "a frame for backend '" + name + "', which this engine does not share with it",
+                     corrupt_data_error);
     std::lock_guard lock(backend_mutex);
-    backend->on_message(peer->backend_peer, frame.body);
+    backends[i]->on_message(*peer->backend_peers[i], body.subspan(1 + body[0]));
     return;
   }
   if (frame.type != detail::FrameType::control) return;  // heartbeats and repeated hellos
@@ -256,9 +269,9 @@ void TransferEngine::Impl::accept_pending() {
       if (auto hello = (*it)->reader.next()) {
         SPILLWAY_EXPECTS(hello->type == detail::FrameType::hello, "its first frame was no hello");
         metadata = detail::EngineMetadata::from_bytes(hello->body);
-        SPILLWAY_EXPECTS(metadata->backend == backend->name(),
-                         "a peer of backend " + metadata->backend + " (this engine's is " +
-                             backend->name() + ")");
+        SPILLWAY_EXPECTS(shares_a_backend(*metadata),
+                         "a peer of backends " + metadata->backend_names() +
+                             ", none of them this engine's (" + backend_names() + ")");
         SPILLWAY_EXPECTS(metadata->engine != id, "a hello with this engine's own identity");
       }
     } catch (const std::exception& e) {

@@ -1,6 +1,7 @@
-// The other process of test_transfer_cuda_ipc: an engine on the cuda_ipc backend with one
-// registered region (argv: device|pinned|host, bytes), zero-filled. It prints its metadata and
-// the region (hex, one line each), then answers its peer's control messages:
+// The other process of test_transfer_cuda_ipc: an engine on the cuda_ipc backend (or on the
+// backends argv[3] names) with one registered region (argv: device|pinned|host, bytes),
+// zero-filled. It prints its metadata and the region (hex, one line each), then answers its
+// peer's control messages:
 //   'E' imm(u32) -> waits up to 10 s for one imm, answers 1 (arrived) or 0;
 //   'D'          -> answers the region's bytes as they are now;
 //   'F' byte     -> fills the region with that byte, answers 1;
@@ -26,7 +27,7 @@ using namespace std::chrono_literals;
 
 int main(int argc, char** argv) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (argc != 3) return 2;
+  if (argc != 3 && argc != 4) return 2;
   const std::string kind = argv[1];
   const std::size_t bytes = std::stoull(argv[2]);
   const MemoryType type = kind == "device"   ? MemoryType::DEVICE
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
                                              : MemoryType::HOST;
   try {
     EngineOptions o;
-    o.backend = "cuda_ipc";
+    o.backend = argc == 4 ? argv[3] : "cuda_ipc";
     o.heartbeat_interval = 50ms;
     o.peer_timeout = 2000ms;
     TransferEngine engine(o);

@@ -32,9 +32,13 @@
 namespace spillway::transfer {
 
 struct EngineOptions {
-  /// "loopback" (engines of this process only, for tests), "libfabric", "cuda_ipc" (processes
-  /// of one node, GPU memory on at least one side of every batch), or "auto" (libfabric where
-  /// built, else loopback).
+  /// "loopback" (engines of this process only, for tests), "libfabric" (its provider below),
+  /// "libfabric/<provider>", "cuda_ipc" (processes of one node, GPU memory on at least one
+  /// side of every batch), several of them separated by commas, or "auto" (libfabric where
+  /// built, else loopback). With several, the engine picks for each batch the first, in this
+  /// order, that the peer has too, that both regions are registered with, and that can carry
+  /// the batch (cuda_ipc: device memory on one side): e.g. "cuda_ipc,libfabric/shm,
+  /// libfabric/tcp" for peers on this node and on others, device and host memory alike.
   std::string backend{"auto"};
   /// How cuda_ipc moves a batch: "kernel" (one gather/scatter kernel), "batch"
   /// (cudaMemcpyBatchAsync, the copy engines), "mixed" (both at once, each on a share of the
@@ -77,13 +81,15 @@ class TransferEngine {
   /// This engine's serialisable address (backend, control channel, identity); hand it to
   /// peers out of band.
   [[nodiscard]] std::vector<std::uint8_t> metadata() const;
-  /// The backend in use ("loopback" or "libfabric/tcp", ...).
+  /// The backends in use, in order of preference, separated by commas ("loopback",
+  /// "cuda_ipc,libfabric/tcp", ...).
   [[nodiscard]] std::string backend_name() const;
 
   /// Connects to the engine `metadata` describes; works at any time, also while transfers
   /// between others are in flight. Adding a peer already known returns its id.
   /// @throws spillway::corrupt_data_error for corrupt or truncated metadata;
-  /// spillway::logic_error for metadata of another backend or of this engine;
+  /// spillway::logic_error for metadata of this engine or of an engine with no backend in
+  /// common with this one;
   /// spillway::comm_error when the peer cannot be reached
   PeerId add_peer(std::span<const std::uint8_t> metadata);
   /// Ends the peer: its tickets end as peer_gone, its regions are no longer written.
@@ -94,8 +100,11 @@ class TransferEngine {
   /// (on the thread that called remove_peer).
   void on_peer_failure(std::function<void(PeerId, const std::string& why)> callback);
 
-  /// @throws spillway::logic_error for a null pointer, zero bytes, or memory that overlaps a
-  /// region already registered (the message names both)
+  /// Registers the memory with every backend of the engine that takes it (libfabric without
+  /// FI_HMEM takes no device memory).
+  /// @throws spillway::logic_error for a null pointer, zero bytes, memory that overlaps a
+  /// region already registered (the message names both), or memory no backend takes (the
+  /// message gives each one's reason)
   Region register_memory(void* ptr, std::size_t bytes, MemoryType type, int device = -1);
   /// Operations on the region must have ended.
   void deregister_memory(const Region& region);
@@ -109,11 +118,15 @@ class TransferEngine {
   /// says the bytes are in place, not that the owner has seen the imm yet: it waits for it
   /// with expect_imm.
   /// @throws spillway::logic_error, before anything moves, for a chunk outside either region,
-  /// an empty batch, or a region that is not registered; a `dst` of an engine that is no
-  /// longer (or never was) a peer
+  /// an empty batch, a region that is not registered, no backend that can carry the batch
+  /// (see backend_for); a `dst` of an engine that never was a peer
   Ticket write(const Region& src, const RemoteRegion& dst, std::span<const Chunk> chunks,
                std::optional<std::uint32_t> imm = std::nullopt,
                Deadline deadline = Deadline::never());
+  /// The backend that would carry a write from `src` into `dst` (a read is the same).
+  /// @throws spillway::logic_error when none can (the message says why for each), or `dst`'s
+  /// engine is not a peer
+  [[nodiscard]] std::string backend_for(const Region& src, const RemoteRegion& dst) const;
   /// A one-sided read of every chunk from `src` (the peer's) into `dst` (this engine's);
   /// chunk offsets are src_offset in `src`, dst_offset in `dst`.
   Ticket read(const RemoteRegion& src, const Region& dst, std::span<const Chunk> chunks,

@@ -33,9 +33,11 @@ struct Op {
   std::shared_ptr<TicketState> ticket;
   bool is_read{false};
   PeerId peer{0};
-  std::uint64_t backend_peer{0};  ///< the backend's address of the peer (an fi_addr_t)
+  std::size_t backend{0};         ///< which of the engine's backends carries it
+  std::uint64_t backend_peer{0};  ///< that backend's address of the peer (an fi_addr_t)
   RegionRecord local;             ///< a copy: deregistering while in flight is the user's bug
   RemoteRegion remote;
+  RemoteKey remote_key;  ///< `remote`'s key of the backend that carries it
   std::vector<Chunk> chunks;
   std::optional<std::uint32_t> imm;
   Deadline deadline;
@@ -48,7 +50,8 @@ struct Op {
   std::size_t completed{0};
 };
 
-/// What a backend calls back, on the thread that drives it.
+/// What a backend calls back, on the thread that drives it (each backend of an engine has a
+/// host of its own, which knows which backend it serves).
 class BackendHost {
  public:
   virtual ~BackendHost() = default;
@@ -71,12 +74,19 @@ class Backend {
   /// This backend's address, for the engine's metadata.
   [[nodiscard]] virtual std::vector<std::uint8_t> address() const = 0;
   /// Fills `record.key`, `.address`, `.desc`, `.handle`.
+  /// @throws spillway::logic_error for memory the backend cannot take (the engine then
+  /// leaves the region to its other backends)
   virtual void register_region(RegionRecord& record) = 0;
   virtual void deregister_region(RegionRecord& record) noexcept = 0;
   /// The backend's handle of a peer at `address`.
   virtual std::uint64_t add_peer(std::span<const std::uint8_t> address) = 0;
   /// Forgets the peer; what is in flight to it is abandoned (its tickets ended by the engine).
   virtual void remove_peer(std::uint64_t backend_peer) noexcept = 0;
+  /// Whether the backend can carry a batch between memory of these kinds (both registered
+  /// with it): cuda_ipc needs device memory on one side.
+  [[nodiscard]] virtual bool carries(MemoryType /*local*/, MemoryType /*remote*/) const {
+    return true;
+  }
   /// Takes the op; its ticket is finished by progress() (ok or error).
   virtual void post(std::shared_ptr<Op> op) = 0;
   /// Polls completions, then posts what is queued. @returns whether anything happened

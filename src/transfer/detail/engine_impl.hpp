@@ -2,7 +2,7 @@
 // The transfer engine's state (internal): peers and their control connections, registered
 // regions, operations in flight, imm counts, and the worker that drives the backend.
 //
-// Locks: `backend_mutex` (the backend is driven by one thread at a time) is taken before
+// Locks: `backend_mutex` (the backends are driven by one thread at a time) is taken before
 // `mutex` (everything else), never waited for after it (submit only try_locks it under
 // `mutex`); a peer's `send_mutex` comes between the two. Finishing a ticket takes only the
 // ticket's own lock, and may happen under any of them.
@@ -19,7 +19,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 
@@ -40,11 +42,19 @@ struct Connection {
 struct Peer {
   PeerId id{0};
   EngineMetadata metadata;
-  std::uint64_t backend_peer{0};
+  /// By this engine's backend: the backend's handle of the peer, or none (the peer lacks that
+  /// backend, or it could not reach the peer).
+  std::vector<std::optional<std::uint64_t>> backend_peers;
   bool alive{true};
   std::vector<std::unique_ptr<Connection>> connections;  // changed under the engine's mutex
   std::mutex send_mutex;  // one writer per connection; held while the worker closes them
   Clock::time_point last_heard{Clock::now()};
+};
+
+/// Registered memory and each backend's record of it (none: that backend did not take it).
+struct Registration {
+  Region region;
+  std::vector<std::optional<RegionRecord>> records;
 };
 
 struct Expectation {
@@ -53,15 +63,29 @@ struct Expectation {
   Deadline deadline;
 };
 
-}  // namespace detail
-
-struct TransferEngine::Impl final : detail::BackendHost {
-  explicit Impl(EngineOptions opts);
-  ~Impl() override;
-
+/// What backend `index` of an engine calls back: the engine, told which backend calls.
+class BackendLink final : public BackendHost {
+ public:
+  BackendLink(TransferEngine::Impl& engine, std::size_t index) : engine_{engine}, index_{index} {}
   void deliver_imm(std::uint32_t imm) override;
   bool send_to_peer(std::uint64_t backend_peer, std::span<const std::uint8_t> body,
                     const std::function<void()>& first) override;
+
+ private:
+  TransferEngine::Impl& engine_;
+  std::size_t index_;
+};
+
+}  // namespace detail
+
+struct TransferEngine::Impl {
+  explicit Impl(EngineOptions opts);
+  ~Impl();
+
+  void deliver_imm(std::uint32_t imm);
+  /// A frame for backend `index` of the peer that is `backend_peer` to that backend.
+  bool send_to_peer(std::size_t index, std::uint64_t backend_peer,
+                    std::span<const std::uint8_t> body, const std::function<void()>& first);
   /// Sends a frame on the peer's first connection; false when it is gone or the send failed.
   /// `first` as in send_to_peer.
   bool send(detail::Peer& peer, detail::FrameType type, std::span<const std::uint8_t> body,
@@ -69,15 +93,30 @@ struct TransferEngine::Impl final : detail::BackendHost {
 
   // Called with `mutex` held.
   void satisfy(std::uint32_t imm);
-  detail::RegionRecord& record_of(const Region& region, const char* what);
+  detail::Registration& registration_of(const Region& region, const char* what);
+  /// The backend that carries a batch between `local` and `remote` for `peer`, or npos with
+  /// `why` saying what each backend lacks.
+  std::size_t choose(const detail::Peer& peer, const detail::Registration& local,
+                     const RemoteRegion& remote, std::string& why) const;
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  /// Opens the backends options.backend names (backends.cpp).
+  void open_backends();
+  /// The backends' names, comma-separated.
+  [[nodiscard]] std::string backend_names() const;
+  /// Whether the engine `metadata` describes has a backend of this engine's.
+  [[nodiscard]] bool shares_a_backend(const detail::EngineMetadata& metadata) const;
+  /// The index of this engine's backend named `name`, or npos.
+  [[nodiscard]] std::size_t backend_named(std::string_view name) const;
   std::shared_ptr<detail::Peer> peer_of(PeerId peer, const char* what);
   /// The peer owning `engine`'s regions; nullptr (and `why`) when it is gone.
   std::shared_ptr<detail::Peer> peer_of_engine(const detail::EngineId& engine, std::string& why);
-  /// Addresses `op` to the owner of `remote` and posts it, or queues it for the worker; a
-  /// ticket already ended as peer_gone when that engine is no longer a peer. `lock` holds
-  /// `mutex`, and may be released.
-  Ticket submit(std::shared_ptr<detail::Op> op, const RemoteRegion& remote,
-                std::span<const Chunk> chunks, std::unique_lock<std::mutex>& lock);
+  /// Addresses `op` to the owner of `remote`, on the backend that carries it between `local`
+  /// and `remote` (choose), and posts it, or queues it for the worker; a ticket already ended
+  /// as peer_gone when that engine is no longer a peer. `lock` holds `mutex`, and may be
+  /// released. @throws spillway::logic_error when no backend can carry it
+  Ticket submit(std::shared_ptr<detail::Op> op, const detail::Registration& local,
+                const RemoteRegion& remote, std::span<const Chunk> chunks,
+                std::unique_lock<std::mutex>& lock);
   /// Hands `op` to the backend unless it has ended (called with `backend_mutex` held).
   void post(const std::shared_ptr<detail::Op>& op);
 
@@ -104,15 +143,16 @@ struct TransferEngine::Impl final : detail::BackendHost {
   int listen_fd{-1};
   int wake_fd{-1};
 
-  std::mutex backend_mutex;
-  std::unique_ptr<detail::Backend> backend;
+  std::mutex backend_mutex;  // over all the backends
+  std::vector<std::unique_ptr<detail::BackendLink>> links;
+  std::vector<std::unique_ptr<detail::Backend>> backends;  // in order of preference
 
   mutable std::mutex mutex;
   std::map<PeerId, std::shared_ptr<detail::Peer>> peers;  // live, and dead ones not yet closed
   std::map<detail::EngineId, PeerId> by_engine;           // live peers
   std::set<detail::EngineId> gone_engines;
   PeerId next_peer{1};
-  std::map<std::uint64_t, detail::RegionRecord> regions;
+  std::map<std::uint64_t, detail::Registration> regions;
   std::uint64_t next_region{1};
   std::vector<std::shared_ptr<detail::Op>> ops;  // not yet ended
   std::deque<std::shared_ptr<detail::Op>> submitted;
