@@ -37,7 +37,7 @@ class TransferCommunicator final : public Communicator {
     tx::EngineOptions host;
     host.backend = options.backend.empty() ? o.transfer_backend : options.backend;
     host.provider = options.provider.empty() ? o.transfer_provider : options.provider;
-    host.address = options.address;
+    host.address = options.address.empty() ? o.transfer_address : options.address;
     host.device = br.device();
     // A killed peer closes its connection at once; silence means a stuck or cut-off one.
     host.peer_timeout = std::min<std::chrono::milliseconds>(timeout(), 30s);

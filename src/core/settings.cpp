@@ -354,6 +354,18 @@ const Field<std::string> transfer_provider{
       return t;
     },
     show_string};
+const Field<std::string> transfer_address{
+    "SPILLWAY_TRANSFER_ADDRESS",
+    &OptionValues::transfer_address,
+    "127.0.0.1",
+    "The address the `transfer` communicator's engines bind to (their control channel and "
+    "libfabric's tcp endpoint): set it to this host's address when ranks run on several hosts "
+    "or network namespaces.",
+    [](const std::string& t, const char* var) {
+      SPILLWAY_EXPECTS(!t.empty(), std::string(var) + ": the address must not be empty");
+      return t;
+    },
+    show_string};
 const Field<std::size_t> transfer_ipc_window{
     "SPILLWAY_TRANSFER_IPC_WINDOW",
     &OptionValues::transfer_ipc_window,
@@ -402,6 +414,7 @@ const std::vector<Setting>& registry() {
                                         erase(field::mpi_ipc_slot),
                                         erase(field::transfer_backend),
                                         erase(field::transfer_provider),
+                                        erase(field::transfer_address),
                                         erase(field::transfer_ipc_window),
                                         erase(field::log_level)};
   return all;

@@ -39,8 +39,10 @@ struct TransferCommOptions {
   std::string backend;
   /// The libfabric provider; empty: SPILLWAY_TRANSFER_PROVIDER.
   std::string provider;
-  /// The address the engine's control channel binds to.
-  std::string address{"127.0.0.1"};
+  /// The address the engines bind to (their control channel and libfabric's tcp endpoint);
+  /// empty: SPILLWAY_TRANSFER_ADDRESS (127.0.0.1 unless set: ranks on several hosts need
+  /// each host's own address).
+  std::string address;
   /// The device window for peers of this node (see above); nullopt:
   /// SPILLWAY_TRANSFER_IPC_WINDOW; 0: none.
   std::optional<std::size_t> ipc_window;

@@ -63,6 +63,7 @@ struct OptionValues {
   std::size_t mpi_ipc_slot{};                 ///< SPILLWAY_MPI_IPC_SLOT
   std::string transfer_backend;               ///< SPILLWAY_TRANSFER_BACKEND
   std::string transfer_provider;              ///< SPILLWAY_TRANSFER_PROVIDER
+  std::string transfer_address;               ///< SPILLWAY_TRANSFER_ADDRESS
   std::size_t transfer_ipc_window{};          ///< SPILLWAY_TRANSFER_IPC_WINDOW
   LogLevel log_level{};                       ///< SPILLWAY_LOG_LEVEL
 
