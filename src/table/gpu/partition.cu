@@ -46,12 +46,13 @@ namespace spillway::gpu {
 namespace {
 
 /// Partitions `table` and writes every row to `make_dest(sizes)`'s destinations:
-/// make_dest returns dest[c * parts + p] and the ranges to zero before the scatter.
+/// make_dest returns dest[c * parts + p] and the ranges to zero before the scatter. Then,
+/// while the GPU places the rows, `after()` runs (host work the kernels do not need).
 /// `contiguous`: each column's partitions follow each other (see scatter_kernel).
-template <typename PidT, typename MakeDest>
+template <typename PidT, typename MakeDest, typename After>
 void partition_rows(const TableView& table, std::span<const std::size_t> keys, std::size_t parts,
                     std::uint32_t seed, BufferResource& br, Stream stream, bool contiguous,
-                    MakeDest&& make_dest) {
+                    MakeDest&& make_dest, After&& after) {
   const std::size_t rows = table.num_rows();
   const std::size_t ncols = table.num_columns();
   auto counted = count_rows<PidT>(table, keys, parts, seed, br, stream);
@@ -107,7 +108,10 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
     std::tie(dest, zero) = make_dest(sizes);
   }
   detail::copy_ranges(std::span<const detail::CopyRange>(zero), br, stream);
-  if (tl.tiles == 0) return;
+  if (tl.tiles == 0) {
+    after();
+    return;
+  }
   auto d_dest = detail::to_device(dest, br, stream);
   const auto* cols = as<const DeviceColumn>(*d_cols);
   const auto* d = as<const Dest>(*d_dest);
@@ -128,17 +132,21 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
         as<const std::uint64_t>(*char_pos[c]), as<const Dest>(*d_dest));
     check_launch();
   }
+  SPILLWAY_NVTX_RANGE("partition: host work beside the kernels");
+  after();
 }
 
-template <typename MakeDest>
+template <typename MakeDest, typename After>
 void partition_any(const TableView& table, std::span<const std::size_t> keys, std::size_t parts,
                    std::uint32_t seed, BufferResource& br, Stream stream, bool contiguous,
-                   MakeDest&& make_dest) {
+                   MakeDest&& make_dest, After&& after) {
   check_args(table, keys, parts);
   if (parts <= 0xFFFF) {
-    partition_rows<std::uint16_t>(table, keys, parts, seed, br, stream, contiguous, make_dest);
+    partition_rows<std::uint16_t>(table, keys, parts, seed, br, stream, contiguous, make_dest,
+                                  after);
   } else {
-    partition_rows<std::uint32_t>(table, keys, parts, seed, br, stream, contiguous, make_dest);
+    partition_rows<std::uint32_t>(table, keys, parts, seed, br, stream, contiguous, make_dest,
+                                  after);
   }
 }
 
@@ -168,12 +176,13 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
   const std::size_t ncols = table.num_columns();
   std::vector<PackedData> out(num_partitions);
   detail::PackedOutputs outputs(br, stream);  // after `out`: unmaps before the payloads go
+  std::vector<spillway::detail::PackLayout> layouts;
   partition_any(
-      table, keys, num_partitions, seed, br, stream, /*contiguous=*/false, [&](const Sizes& sizes) {
+      table, keys, num_partitions, seed, br, stream, /*contiguous=*/false,
+      [&](const Sizes& sizes) {
         std::vector<Dest> dest(ncols * num_partitions);
         std::vector<detail::CopyRange> zero;
         std::vector<std::size_t> chars(ncols, 0);
-        std::vector<spillway::detail::PackLayout> layouts;
         layouts.reserve(num_partitions);
         for (std::size_t p = 0; p < num_partitions; ++p) {
           for (std::size_t c = 0; c < ncols; ++c) {
@@ -190,10 +199,9 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
           SPILLWAY_NVTX_RANGE("partition: allocate");
           return outputs.allocate_all(layouts);
         }();
-        SPILLWAY_NVTX_RANGE("partition: metadata and destinations");
+        SPILLWAY_NVTX_RANGE("partition: destinations");
         for (std::size_t p = 0; p < num_partitions; ++p) {
           const auto& layout = layouts[p];
-          out[p].metadata = spillway::detail::encode(layout);
           out[p].payload = std::move(payloads[p]);
           std::byte* base = out[p].payload->data();
           for (std::size_t c = 0; c < ncols; ++c) {
@@ -212,6 +220,11 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
           }
         }
         return std::pair{std::move(dest), std::move(zero)};
+      },
+      [&] {  // the metadata, which the kernels do not need
+        for (std::size_t p = 0; p < num_partitions; ++p) {
+          out[p].metadata = spillway::detail::encode(layouts[p]);
+        }
       });
   outputs.finish();
   return out;
@@ -226,7 +239,8 @@ PartitionedTable hash_partition(const TableView& table, std::span<const std::siz
   std::vector<Column> columns;
   std::vector<std::size_t> offsets(num_partitions + 1, 0);
   partition_any(
-      table, keys, num_partitions, seed, br, stream, /*contiguous=*/true, [&](const Sizes& sizes) {
+      table, keys, num_partitions, seed, br, stream, /*contiguous=*/true,
+      [&](const Sizes& sizes) {
         std::vector<Dest> dest(ncols * num_partitions);
         std::vector<detail::CopyRange> zero;
         for (std::size_t p = 0; p <= num_partitions; ++p) offsets[p] = sizes.starts[p];
@@ -262,7 +276,8 @@ PartitionedTable hash_partition(const TableView& table, std::span<const std::siz
           columns.emplace_back(col.type, rows, std::move(data), std::move(off), std::move(mask));
         }
         return std::pair{std::move(dest), std::move(zero)};
-      });
+      },
+      [] {});
   return PartitionedTable{Table(std::move(columns), table.names), std::move(offsets)};
 }
 
