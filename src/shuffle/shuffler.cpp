@@ -129,6 +129,17 @@ Shuffler::~Shuffler() {
     }
   }
   impl_->br.statistics().add("event-loop-total", 0, impl_->loop_seconds, impl_->loop_calls);
+  std::uint64_t chunks = 0;
+  {
+    std::lock_guard lock(impl_->mutex);
+    chunks = impl_->chunks_arrived;
+  }
+  if (chunks > 0) {
+    impl_->br.statistics().add(
+        "shuffle-chunks", 0,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->started).count(),
+        chunks);
+  }
   impl_->comm.release_op(impl_->op);  // the next Shuffler of this id takes the next generation
 }
 

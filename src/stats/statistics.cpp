@@ -81,6 +81,10 @@ std::string Statistics::report(std::string_view header, bool memory_profile) con
              format_bytes(s.bytes / s.seconds) + "/s";
     } else if (s.bytes > 0) {
       out += format_bytes(s.bytes);
+    } else if (s.seconds > 0 && s.count > 1) {  // a time: also per call
+      out += format_duration(s.seconds) + " (" + std::to_string(s.count) + " calls, " +
+             format_duration(s.seconds / static_cast<double>(s.count)) + " each)\n";
+      continue;
     } else if (s.seconds > 0) {
       out += format_duration(s.seconds);
     } else {  // a count alone (or bytes and time that were all zero): not a value

@@ -374,6 +374,33 @@ TEST(Shuffler, AnExtractedPartitionIsNotWaitedForAgain) {
   EXPECT_THROW((void)s.extract(2), logic_error);
 }
 
+// The statistics give the shuffle's time per chunk: its chunks are those its partitions
+// received (its own included), its time from construction to destruction.
+TEST(Shuffler, TheStatisticsSayWhatAChunkCost) {
+  test::TempDir dir;
+  auto comms = LocalCommunicator::create(1);
+  BufferResource br(test::host_config(dir.path()));
+  const Table table = random_int32_table(3000, 2, 0, 1000, 3, br);
+  {
+    Shuffler s(*comms[0], 1, 4, br);
+    for (int round = 0; round < 3; ++round) {
+      auto packed = partition_and_pack(table.view(), std::vector<std::size_t>{0}, 4, br, 7);
+      std::unordered_map<PartID, PackedData> chunks;
+      for (PartID pid = 0; pid < 4; ++pid) chunks.emplace(pid, std::move(packed[pid]));
+      s.insert(std::move(chunks));
+    }
+    s.insert_finished();
+    for (int i = 0; i < 4; ++i)
+      EXPECT_EQ(s.extract(s.wait_any(std::chrono::seconds(5))).size(), 3U);
+  }
+  const auto stats = br.statistics().snapshot();
+  ASSERT_TRUE(stats.contains("shuffle-chunks"));
+  EXPECT_EQ(stats.at("shuffle-chunks").count, 12U);
+  EXPECT_GT(stats.at("shuffle-chunks").seconds, 0.0);
+  EXPECT_NE(br.statistics().report().find("shuffle-chunks: "), std::string::npos);
+  EXPECT_NE(br.statistics().report().find(" each)"), std::string::npos);
+}
+
 // A consumer pulls partitions as tables, one at a time, while the rest wait spilled: under a
 // host limit of a fraction of the data every chunk goes to disk, and extract_table brings a
 // partition's chunks back into host memory only as it is concatenated. Together the tables
