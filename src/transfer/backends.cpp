@@ -76,6 +76,9 @@ void TransferEngine::Impl::open_backends() {
                     "of them separated by commas)");
     }
     const std::string opened = backends.back()->name();
+    SPILLWAY_EXPECTS(opened.size() <= 64, "transfer engine: a backend name of " +
+                                              std::to_string(opened.size()) +
+                                              " characters (at most 64): '" + opened + "'");
     SPILLWAY_EXPECTS(
         std::count_if(backends.begin(), backends.end(),
                       [&](const auto& b) { return b->name() == opened; }) == 1,

@@ -53,18 +53,25 @@ Region TransferEngine::register_memory(void* ptr, std::size_t bytes, MemoryType 
     }
     registration.region.id = impl_->next_region++;
   }
-  // With every backend that takes this memory.
+  // With every backend that takes this memory (one that fails otherwise undoes the others).
   std::string why;
-  for (const auto& backend : impl_->backends) {
-    RegionRecord record;
-    record.region = registration.region;
-    try {
-      backend->register_region(record);
-      registration.records.emplace_back(std::move(record));
-    } catch (const logic_error& e) {
-      registration.records.emplace_back();
-      why += std::string(why.empty() ? "" : "; ") + e.what();
+  try {
+    for (const auto& backend : impl_->backends) {
+      RegionRecord record;
+      record.region = registration.region;
+      try {
+        backend->register_region(record);
+        registration.records.emplace_back(std::move(record));
+      } catch (const logic_error& e) {
+        registration.records.emplace_back();
+        why += std::string(why.empty() ? "" : "; ") + e.what();
+      }
     }
+  } catch (...) {
+    for (std::size_t i = 0; i < registration.records.size(); ++i) {
+      if (registration.records[i]) impl_->backends[i]->deregister_region(*registration.records[i]);
+    }
+    throw;
   }
   if (std::none_of(registration.records.begin(), registration.records.end(),
                    [](const auto& r) { return r.has_value(); })) {
