@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 namespace spillway {
 
@@ -132,7 +133,7 @@ Shuffler::~Shuffler() {
   std::uint64_t chunks = 0;
   {
     std::lock_guard lock(impl_->mutex);
-    chunks = impl_->chunks_arrived;
+    chunks = std::accumulate(impl_->received.begin(), impl_->received.end(), std::uint64_t{0});
   }
   if (chunks > 0) {
     impl_->br.statistics().add(

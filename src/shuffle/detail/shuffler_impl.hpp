@@ -137,7 +137,6 @@ struct Shuffler::Impl {
   /// Under `mutex`: `chunks` more chunks of local partition `pid` arrived.
   void arrived(PartID pid, std::uint64_t chunks) {
     received[pid] += chunks;
-    chunks_arrived += chunks;
     queue_if_complete(pid);
   }
   /// Under `mutex`: one more rank's finish message was counted (every local partition's
@@ -323,9 +322,8 @@ struct Shuffler::Impl {
   std::size_t moved{0};
   double loop_seconds{0};  // the progress function's time and calls (event-loop-total)
   std::size_t loop_calls{0};
-  // The chunks this rank's partitions received (its own included; under `mutex`), and when the
-  // shuffle began: shuffle-chunks, the shuffle's time over its chunks, recorded by ~Shuffler.
-  std::uint64_t chunks_arrived{0};
+  // When the shuffle began: shuffle-chunks, its time over the chunks its partitions received
+  // (`received`), recorded by ~Shuffler.
   std::chrono::steady_clock::time_point started{std::chrono::steady_clock::now()};
 };
 

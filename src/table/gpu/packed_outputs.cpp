@@ -60,27 +60,28 @@ std::vector<std::unique_ptr<Buffer>> PackedOutputs::allocate_all(
   constexpr std::size_t kBlock = std::size_t{16} << 20;
   constexpr std::size_t kAlign = 256;  // as cudaMalloc aligns a payload of its own
   const auto aligned = [](std::size_t at) { return (at + kAlign - 1) / kAlign * kAlign; };
-  std::vector<std::size_t> sizes(layouts.size());
-  for (std::size_t i = 0; i < layouts.size(); ++i) sizes[i] = layouts[i].payload_size;
-  std::vector<std::unique_ptr<Buffer>> out(sizes.size());
-  for (std::size_t i = 0; i < sizes.size();) {
+  const auto size = [&](std::size_t i) {
+    return static_cast<std::size_t>(layouts[i].payload_size);
+  };
+  std::vector<std::unique_ptr<Buffer>> out(layouts.size());
+  for (std::size_t i = 0; i < layouts.size();) {
     std::size_t j = i;
     std::size_t total = 0;
-    for (; j < sizes.size() && sizes[j] < kShareBelow; ++j) {
+    for (; j < layouts.size() && size(j) < kShareBelow; ++j) {
       const std::size_t at = aligned(total);
-      if (j > i && at + sizes[j] > kBlock) break;
-      total = at + sizes[j];
+      if (j > i && at + size(j) > kBlock) break;
+      total = at + size(j);
     }
     auto res = j - i > 1 ? br_.try_reserve(MemoryType::DEVICE, total) : std::nullopt;
     if (!res) {  // one payload, or no room for a block: each on its own, as allocate() places it
-      for (const std::size_t end = std::max(j, i + 1); i < end; ++i) out[i] = allocate(sizes[i]);
+      for (const std::size_t end = std::max(j, i + 1); i < end; ++i) out[i] = allocate(size(i));
       continue;
     }
     const std::shared_ptr<Buffer> block = br_.allocate(*res, total, stream_);
     for (std::size_t at = 0; i < j; ++i) {
       at = aligned(at);
-      out[i] = BufferResource::view(*block, at, sizes[i], block);
-      at += sizes[i];
+      out[i] = BufferResource::view(*block, at, size(i), block);
+      at += size(i);
     }
   }
   return out;
