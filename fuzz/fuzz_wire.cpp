@@ -42,12 +42,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       for (const auto& h : f.direct) decode_metadata(h);
     } else {
-      const auto h = spillway::detail::decode_chunk(msg, parts);
-      const auto again = spillway::detail::encode_chunk(h);
+      const auto chunks = spillway::detail::decode_chunks(msg, parts);
+      const auto again = spillway::detail::encode_chunks(chunks);
       if (again.size() != msg.size() || std::memcmp(again.data(), msg.data(), msg.size()) != 0) {
         std::abort();
       }
-      decode_metadata(h);
+      const auto offsets = spillway::detail::chunk_offsets(chunks);
+      for (std::size_t i = 0; i < chunks.size(); ++i) {
+        if (offsets[i] + chunks[i].payload_bytes > offsets.back()) std::abort();  // in the payload
+        decode_metadata(chunks[i]);
+      }
     }
   } catch (const spillway::corrupt_data_error&) {
   }

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
       const std::uint16_t total = 4;
       Bytes chunk{0};
       put(chunk, &total, 2);
-      const auto msg = spillway::detail::encode_chunk(h);
+      const auto msg = spillway::detail::encode_chunks(std::vector{h, h});
       put(chunk, msg.data(), msg.size());
       ok = write(root + "/wire", 2 * k, chunk) && ok;
       spillway::detail::Finish f;

@@ -3,7 +3,11 @@
 // room (deferred while there is none) and wait in the incoming store until extracted.
 #include "detail/shuffler_impl.hpp"
 
+#include <spillway/core/cuda.hpp>
 #include <spillway/memory/memory_step.hpp>
+
+#include <algorithm>
+#include <cstring>
 
 #include "core/detail/nvtx.hpp"
 
@@ -24,27 +28,124 @@ void Shuffler::Impl::send_ready() {
     direct_sends.push_back(comm.send(std::move(p.view), p.dst, direct_tag(p.group)));
     ++moved;
   }
+  // The destinations in turn, each time the chunks waiting for it that fit in one message.
   for (;;) {
-    Outgoing o;
+    std::vector<Outgoing> batch;
+    Rank dst = 0;
     {
       std::lock_guard lock(mutex);
-      if (outgoing.empty()) return;
-      if (!sends.empty() && send_bytes + outgoing.front().bytes > send_budget) return;
-      o = std::move(outgoing.front());
-      outgoing.pop_front();
+      if (outgoing_count == 0) return;
+      while (outgoing[static_cast<std::size_t>(next_dst)].empty()) next_dst = (next_dst + 1) % n;
+      dst = next_dst;
+      auto& q = outgoing[static_cast<std::size_t>(dst)];
+      const auto fits = [&](std::size_t bytes) {
+        return sends.empty() || send_bytes + bytes <= send_budget;
+      };
+      if (!fits(q.front().bytes)) return;
+      std::size_t bytes = q.front().bytes;
+      batch.push_back(std::move(q.front()));
+      q.pop_front();
+      if (bytes < batch_below) {
+        const std::size_t most = std::min(batch_bytes, send_budget);
+        while (!q.empty() && q.front().bytes < batch_below) {
+          const std::size_t more = (bytes + detail::chunk_alignment - 1) / detail::chunk_alignment *
+                                       detail::chunk_alignment +
+                                   q.front().bytes;
+          if (more > most || !fits(more)) break;
+          bytes = more;
+          batch.push_back(std::move(q.front()));
+          q.pop_front();
+        }
+      }
+      outgoing_count -= batch.size();
+      next_dst = (dst + 1) % n;
     }
+    send_chunks(dst, std::move(batch));
+  }
+}
+
+void Shuffler::Impl::send_chunks(Rank dst, std::vector<Outgoing> batch) {
+  std::vector<std::unique_ptr<Buffer>> bufs;
+  std::vector<detail::ChunkHeader> chunks;
+  for (Outgoing& o : batch) {
     auto buf = outgoing_store.extract(o.key);
     if (buf->mem_type() == MemoryType::DISK) {  // spilled while waiting: back to memory
       buf = br.move(std::move(buf), MemoryType::HOST, br.stream());
     }
-    const std::size_t bytes = buf->size();
-    comm.send_message(detail::encode_chunk({o.pid, bytes, std::move(o.metadata)}), o.dst,
-                      tag(stage_chunk));
-    br.statistics().add_bytes("shuffle-payload-send", static_cast<double>(bytes));
-    sends.push_back(comm.send(std::move(buf), o.dst, tag(stage_payload)));
-    send_bytes += bytes;
-    ++moved;
+    chunks.push_back({o.pid, buf->size(), std::move(o.metadata)});
+    bufs.push_back(std::move(buf));
   }
+  if (bufs.size() > 1) {
+    if (auto payload = gather(chunks, bufs)) {
+      send_payload(dst, chunks, std::move(payload));
+      return;
+    }
+  }
+  for (std::size_t i = 0; i < bufs.size(); ++i) {
+    send_payload(dst, std::span(chunks).subspan(i, 1), std::move(bufs[i]));
+  }
+}
+
+void Shuffler::Impl::send_payload(Rank dst, std::span<const detail::ChunkHeader> chunks,
+                                  std::unique_ptr<Buffer> payload) {
+  const std::size_t bytes = payload->size();
+  comm.send_message(detail::encode_chunks(chunks), dst, tag(stage_chunk));
+  br.statistics().add_bytes("shuffle-payload-send", static_cast<double>(bytes));
+  sends.push_back(comm.send(std::move(payload), dst, tag(stage_payload)));
+  send_bytes += bytes;
+  moved += chunks.size();
+}
+
+std::unique_ptr<Buffer> Shuffler::Impl::gather(std::span<const detail::ChunkHeader> chunks,
+                                               std::vector<std::unique_ptr<Buffer>>& bufs) {
+  const MemoryType t = bufs.front()->mem_type();
+  for (const auto& b : bufs) {
+    if (b->mem_type() != t) return nullptr;
+  }
+  const auto offsets = detail::chunk_offsets(chunks);
+  auto res = br.try_reserve(t, offsets.back());
+  if (!res) return nullptr;
+  const Stream stream = br.stream();
+  auto out = br.allocate(*res, offsets.back(), stream);
+  if (t == MemoryType::HOST) {
+    for (std::size_t i = 0; i < bufs.size(); ++i) {
+      bufs[i]->wait();  // a move into host memory still in flight
+      if (chunks[i].payload_bytes > 0) {
+        std::memcpy(out->data() + offsets[i], bufs[i]->data(), chunks[i].payload_bytes);
+      }
+    }
+  } else {
+    // One batch of copies on the resource's stream, after what the chunks' own streams hold;
+    // those streams wait for the copies before the chunks' memory can be reused.
+    std::vector<Stream> others;
+    std::vector<void*> dsts;
+    std::vector<const void*> srcs;
+    std::vector<std::size_t> sizes;
+    for (std::size_t i = 0; i < bufs.size(); ++i) {
+      const Stream s = bufs[i]->stream();
+      if (s != stream && std::find(others.begin(), others.end(), s) == others.end()) {
+        others.push_back(s);
+      }
+      if (chunks[i].payload_bytes == 0) continue;
+      dsts.push_back(out->data() + offsets[i]);
+      srcs.push_back(bufs[i]->data());
+      sizes.push_back(chunks[i].payload_bytes);
+    }
+    for (const Stream s : others) {
+      Event e;
+      e.record(s);
+      e.wait_on(stream);
+    }
+    cuda::memcpy_batch_async(dsts.data(), srcs.data(), sizes.data(), dsts.size(), stream);
+    if (!others.empty()) {
+      Event e;
+      e.record(stream);
+      for (const Stream s : others) e.wait_on(s);
+    }
+  }
+  br.statistics().add_bytes("shuffle-gathered", static_cast<double>(offsets.back()));
+  bufs.clear();
+  return out;
 }
 
 std::optional<MemoryReservation> Shuffler::Impl::reserve_landing(std::size_t bytes) {
@@ -67,14 +168,16 @@ std::optional<MemoryReservation> Shuffler::Impl::reserve_landing(std::size_t byt
 
 void Shuffler::Impl::post_receives() {
   while (auto msg = comm.recv_any(tag(stage_chunk))) {
-    auto h = detail::decode_chunk(msg->data, total);
-    if (owner_of[h.pid] != me) {
-      SPILLWAY_FAIL("rank " + std::to_string(msg->source) + " sent a chunk of partition " +
-                        std::to_string(h.pid) + ", which rank " + std::to_string(owner_of[h.pid]) +
-                        " owns",
-                    corrupt_data_error);
+    auto chunks = detail::decode_chunks(msg->data, total);
+    for (const auto& h : chunks) {
+      if (owner_of[h.pid] != me) {
+        SPILLWAY_FAIL("rank " + std::to_string(msg->source) + " sent a chunk of partition " +
+                          std::to_string(h.pid) + ", which rank " +
+                          std::to_string(owner_of[h.pid]) + " owns",
+                      corrupt_data_error);
+      }
     }
-    deferred.push_back({msg->source, std::move(h)});
+    deferred.push_back({msg->source, std::move(chunks)});
     ++moved;
   }
   {
@@ -83,13 +186,14 @@ void Shuffler::Impl::post_receives() {
   }
   // In arrival order, so that each peer's payloads are received in the order it sent them.
   while (!deferred.empty()) {
-    detail::ChunkHeader& h = deferred.front().header;
-    auto res = reserve_landing(h.payload_bytes);
+    Deferred& d = deferred.front();
+    const std::size_t bytes = detail::chunk_offsets(d.chunks).back();
+    auto res = reserve_landing(bytes);
     if (!res) return;
-    auto buf = br.allocate(*res, h.payload_bytes, br.stream());
-    count_landing(*buf, h.payload_bytes);
-    receives.push_back({comm.recv(deferred.front().source, tag(stage_payload), std::move(buf)),
-                        h.pid, std::move(h.metadata)});
+    auto buf = br.allocate(*res, bytes, br.stream());
+    count_landing(*buf, bytes);
+    receives.push_back(
+        {comm.recv(d.source, tag(stage_payload), std::move(buf)), std::move(d.chunks)});
     deferred.pop_front();
     ++moved;
   }
@@ -120,21 +224,34 @@ void Shuffler::Impl::complete_transfers() {
   }
   receives.erase(receives.begin() + static_cast<std::ptrdiff_t>(keep), receives.end());
   if (done.empty()) return;
+  // A payload of several chunks is split into views of it, which keep it alive (and spill
+  // one by one, its memory freed when the last has gone).
   std::vector<SpillableStore::Key> keys;
-  keys.reserve(done.size());
   for (Receive& r : done) {
     auto buf = comm.release(std::move(r.future));
     br.statistics().add_bytes("shuffle-payload-recv", static_cast<double>(buf->size()));
-    keys.push_back(incoming_store.insert(std::move(buf)));
+    if (r.chunks.size() == 1) {
+      keys.push_back(incoming_store.insert(std::move(buf)));
+      continue;
+    }
+    const auto offsets = detail::chunk_offsets(r.chunks);
+    const std::shared_ptr<Buffer> block = std::move(buf);
+    for (std::size_t i = 0; i < r.chunks.size(); ++i) {
+      keys.push_back(incoming_store.insert(
+          BufferResource::view(*block, offsets[i], r.chunks[i].payload_bytes, block)));
+    }
   }
   {
     std::lock_guard lock(mutex);
-    for (std::size_t i = 0; i < done.size(); ++i) {
-      incoming[done[i].pid].push_back({std::move(done[i].metadata), keys[i]});
-      arrived(done[i].pid, 1);
+    std::size_t k = 0;
+    for (Receive& r : done) {
+      for (detail::ChunkHeader& h : r.chunks) {
+        incoming[h.pid].push_back({std::move(h.metadata), keys[k++]});
+        arrived(h.pid, 1);
+      }
     }
   }
-  moved += done.size();
+  moved += keys.size();
   cv.notify_all();
 }
 

@@ -77,7 +77,7 @@ ProgressThread::Progress Shuffler::Impl::progress() {
     complete_direct();
     std::lock_guard lock(mutex);
     note_oldest_transfer();
-    if (!inserts_done || !outgoing.empty() || !sends.empty() || !receives.empty() ||
+    if (!inserts_done || outgoing_count != 0 || !sends.empty() || !receives.empty() ||
         !deferred.empty() || finishes != n || !direct_out.empty() || !direct_sends.empty() ||
         !direct.empty() || incomplete != 0) {
       return idle_or_busy(moved_before);
@@ -164,7 +164,9 @@ void Shuffler::insert(std::unordered_map<PartID, PackedData>&& chunks) {
     } else {
       const std::size_t bytes = data.payload->size();
       const auto key = s.outgoing_store.insert(std::move(data.payload));
-      s.outgoing.push_back({dst, pid, std::move(data.metadata), key, bytes});
+      s.outgoing[static_cast<std::size_t>(dst)].push_back(
+          {pid, std::move(data.metadata), key, bytes});
+      ++s.outgoing_count;
     }
   }
   chunks.clear();
@@ -391,7 +393,7 @@ std::string Shuffler::status() const {
              std::to_string(ms.count()) + " ms";
   }
   return "(" + std::to_string(s.finishes) + " of " + std::to_string(s.n) +
-         " ranks finished inserting; " + std::to_string(s.outgoing.size()) +
+         " ranks finished inserting; " + std::to_string(s.outgoing_count) +
          " chunks still to send" + oldest + ")" + s.missing();
 }
 

@@ -44,19 +44,49 @@ ChunkHeader get_header(ByteReader& r, PartID total) {
 
 }  // namespace
 
-std::vector<std::uint8_t> encode_chunk(const ChunkHeader& h) {
+std::vector<std::uint8_t> encode_chunks(std::span<const ChunkHeader> chunks) {
   ByteWriter w;
   w.put(chunk_magic);
-  put_header(w, h);
+  w.put(static_cast<std::uint32_t>(chunks.size()));
+  for (const auto& h : chunks) put_header(w, h);
   return w.take();
 }
 
-ChunkHeader decode_chunk(std::span<const std::uint8_t> bytes, PartID total) {
+std::vector<ChunkHeader> decode_chunks(std::span<const std::uint8_t> bytes, PartID total) {
   ByteReader r(bytes, "corrupt shuffle chunk message: ");
   if (r.get<std::uint32_t>("magic") != chunk_magic) r.fail("bad magic");
-  ChunkHeader h = get_header(r, total);
+  const auto count = r.get<std::uint32_t>("count");
+  // Each header takes at least 16 bytes: a count the message cannot hold is refused before
+  // anything is made for it.
+  if (count == 0 || count > r.remaining() / 16) {
+    r.fail(std::to_string(count) + " chunks in " + std::to_string(r.remaining()) + " bytes");
+  }
+  std::vector<ChunkHeader> out;
+  out.reserve(count);
+  std::uint64_t payload = 0;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    out.push_back(get_header(r, total));
+    // The payload's size (chunk_offsets) must not wrap around.
+    payload += out.back().payload_bytes + chunk_alignment;
+    if (out.back().payload_bytes > (std::uint64_t{1} << 56) || payload > (std::uint64_t{1} << 60)) {
+      r.fail("a payload of more than 2^60 bytes");
+    }
+  }
   end(r);
-  return h;
+  return out;
+}
+
+std::vector<std::uint64_t> chunk_offsets(std::span<const ChunkHeader> chunks) {
+  std::vector<std::uint64_t> out;
+  out.reserve(chunks.size() + 1);
+  std::uint64_t at = 0;
+  for (const auto& h : chunks) {
+    at = (at + chunk_alignment - 1) / chunk_alignment * chunk_alignment;
+    out.push_back(at);
+    at += h.payload_bytes;
+  }
+  out.push_back(at);
+  return out;
 }
 
 std::vector<std::uint8_t> encode_finish(const Finish& f) {

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,13 @@ struct Shuffler::Impl {
   /// (bench/NOTES.md): 3/4/5/10 groups gave 515/531/550/486 GiB/s (-C local), 5 and 10 gave
   /// 454 and 363 (-C mpi); 406 and 389 packing all partitions first.
   static constexpr std::size_t place_groups = 5;
+  /// Chunks for the same peer smaller than this go several to a message while they wait
+  /// together: their payloads are gathered into one buffer of up to batch_bytes (and the send
+  /// budget), sent and received as one, and split into views of it on arrival. A message, a
+  /// receive and a landing allocation each cost about 25 us a chunk on an H200 (bench/NOTES.md),
+  /// far more than copying ~100 KiB; a chunk that waits alone goes as it is.
+  static constexpr std::size_t batch_below = std::size_t{1} << 20;
+  static constexpr std::size_t batch_bytes = std::size_t{8} << 20;
 
   /// Whether a chunk of this layout can go straight into its owner's final buffer: every
   /// column's rows are one run of bytes there (no mask bits or string offsets to shift).
@@ -90,6 +98,7 @@ struct Shuffler::Impl {
         n{c.nranks()},
         outgoing_store{b},
         incoming_store{b},
+        outgoing(static_cast<std::size_t>(c.nranks())),
         sent(static_cast<std::size_t>(c.nranks())),
         direct_groups(static_cast<std::size_t>(c.nranks()), 1) {
     for (PartID pid = 0; pid < total; ++pid) {
@@ -221,19 +230,28 @@ struct Shuffler::Impl {
   SpillableStore incoming_store;
 
   struct Outgoing {
-    Rank dst;
     PartID pid;
     std::vector<std::uint8_t> metadata;
     SpillableStore::Key key;
     std::size_t bytes;
   };
+  /// Sends `batch` (chunks for `dst`) as one message, its payloads gathered, or one message
+  /// each where they cannot be gathered.
+  void send_chunks(Rank dst, std::vector<Outgoing> batch);
+  void send_payload(Rank dst, std::span<const detail::ChunkHeader> chunks,
+                    std::unique_ptr<Buffer> payload);
+  /// The payloads of `chunks` in one new buffer of their tier, at their chunk_offsets(), or
+  /// null (and `bufs` untouched) where they are in different tiers or there is no room.
+  std::unique_ptr<Buffer> gather(std::span<const detail::ChunkHeader> chunks,
+                                 std::vector<std::unique_ptr<Buffer>>& bufs);
   struct Incoming {
     std::vector<std::uint8_t> metadata;
     SpillableStore::Key key;
   };
   mutable std::mutex mutex;
   std::condition_variable cv;
-  std::deque<Outgoing> outgoing;
+  std::vector<std::deque<Outgoing>> outgoing;  // per destination rank, in insert order
+  std::size_t outgoing_count{0};               // chunks in `outgoing`
   std::map<PartID, std::vector<Incoming>> incoming;
   // Per partition (only local ones used): chunks arrived, chunks sent to us (summed over finish
   // messages), queued in `ready` once complete, returned by wait_any or extracted, extracted.
@@ -262,17 +280,17 @@ struct Shuffler::Impl {
   /// bytes are in flight (always at least one chunk), a quarter of the smallest limit of a
   /// memory tier; the other chunks wait, spillable, in outgoing_store.
   std::size_t send_budget{send_budget_of(br)};
+  Rank next_dst{0};  // the destination send_ready serves first next time (each in turn)
   struct Receive {
     std::unique_ptr<Future> future;
-    PartID pid;
-    std::vector<std::uint8_t> metadata;
+    std::vector<detail::ChunkHeader> chunks;  // whose payloads it brings, one after another
   };
   std::vector<Receive> receives;
-  /// Chunk headers whose payload could not be given memory yet (every tier full of data that
+  /// Chunk messages whose payload could not be given memory yet (every tier full of data that
   /// cannot spill, such as transfers in flight); retried, in arrival order, on every round.
   struct Deferred {
     Rank source;
-    detail::ChunkHeader header;
+    std::vector<detail::ChunkHeader> chunks;
   };
   std::deque<Deferred> deferred;
   std::optional<std::chrono::steady_clock::time_point> deferred_since;  // memory short since

@@ -1,7 +1,9 @@
 #pragma once
 // The shuffle's small messages (internal), little-endian, checked when read (they come from
 // another process):
-//   chunk:  u32 "SPCH" | u32 partition | u64 payload bytes | u32 metadata bytes | metadata
+//   chunks: u32 "SPCH" | u32 count (>= 1) | count x (u32 partition, u64 payload bytes,
+//           u32 metadata bytes, metadata): the chunks whose payloads follow as one payload
+//           message, each at its chunk_offsets() place
 //   finish: u32 "SPFN" | u32 count | count x (u32 partition, u64 chunks sent) |
 //           u32 direct | direct x (u32 partition, u64 payload bytes, u32 metadata bytes,
 //           metadata): the partitions whose chunk from this rank goes straight into the
@@ -24,9 +26,14 @@ struct ChunkHeader {
   std::vector<std::uint8_t> metadata;
 };
 
-std::vector<std::uint8_t> encode_chunk(const ChunkHeader& h);
+std::vector<std::uint8_t> encode_chunks(std::span<const ChunkHeader> chunks);
 /// @throws spillway::corrupt_data_error naming what is wrong
-ChunkHeader decode_chunk(std::span<const std::uint8_t> bytes, PartID total_partitions);
+std::vector<ChunkHeader> decode_chunks(std::span<const std::uint8_t> bytes,
+                                       PartID total_partitions);
+/// Where each chunk of a chunks message starts in its payload, each at a multiple of
+/// chunk_alignment (as a payload allocated on its own starts), then the payload's size.
+std::vector<std::uint64_t> chunk_offsets(std::span<const ChunkHeader> chunks);
+inline constexpr std::uint64_t chunk_alignment = 256;
 
 using FinishCounts = std::vector<std::pair<PartID, std::uint64_t>>;
 /// At most this many column groups of direct chunks (tag stages of their own).
