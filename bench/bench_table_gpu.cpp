@@ -182,12 +182,73 @@ void BM_HashPartition(benchmark::State& state) {
   });
 }
 
+/// Many small chunks, as in the shuffle's `-p 64 -o 64` (bench/NOTES.md): 4 of the int32
+/// columns, 781,250 rows (12.5 MB), split into range(0) parts and packed, then all parts unpacked
+/// and concatenated back into one table (what a rank does with its partitions' chunks). Host
+/// time per part of each step (`pack_us`, `concat_us`, each step synchronized), beside the
+/// device copy of the same bytes (`copy_us`).
+void BM_SmallParts(benchmark::State& state) {
+  auto& f = fixture();
+  if (!f.br.is_live(MemoryType::DEVICE)) {
+    state.SkipWithError("no GPU");
+    return;
+  }
+  const auto n = static_cast<std::size_t>(state.range(0));
+  constexpr std::size_t rows = 781250;
+  TableView v;
+  for (std::size_t c = 0; c < 4; ++c) {
+    ColumnView col = f.table.view().columns[c];
+    col.size = rows;
+    v.columns.push_back(col);
+    v.names.push_back(f.table.view().names[c]);
+  }
+  std::vector<std::size_t> splits;
+  for (std::size_t i = 1; i < n; ++i) splits.push_back(rows * i / n);
+  const auto seconds = [](Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  double pack = 0;
+  double concat = 0;
+  double copy = 0;
+  const std::size_t bytes = rows * 4 * sizeof(std::int32_t);
+  auto dst = f.br.allocate(MemoryType::DEVICE, bytes, f.stream);
+  for (auto _ : state) {
+    auto t0 = Clock::now();
+    auto parts = gpu::split_and_pack(v, splits, f.br, f.stream);
+    f.stream.view().synchronize();
+    const double p = seconds(t0);
+    t0 = Clock::now();
+    Table out = gpu::unpack_and_concat(std::move(parts), f.br, f.stream);
+    f.stream.view().synchronize();
+    const double c = seconds(t0);
+    pack += p;
+    concat += c;
+    state.SetIterationTime(p + c);
+    t0 = Clock::now();
+    std::size_t at = 0;
+    for (const ColumnView& c : v.columns) {
+      cuda::memcpy_async(dst->data() + at, c.data, c.data_bytes(), f.stream);
+      at += c.data_bytes();
+    }
+    f.stream.view().synchronize();
+    copy += seconds(t0);
+    benchmark::DoNotOptimize(out.num_rows());
+  }
+  const auto per = [&](double s) {
+    return 1e6 * s / static_cast<double>(state.iterations()) / static_cast<double>(n);
+  };
+  state.counters["pack_us"] = per(pack);
+  state.counters["concat_us"] = per(concat);
+  state.counters["copy_us"] = 1e6 * copy / static_cast<double>(state.iterations());
+}
+
 void args(benchmark::internal::Benchmark* b) {
   b->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
 }
 
 BENCHMARK(BM_DeviceCopy)->Apply(args);
 BENCHMARK(BM_SplitAndPack)->Arg(2)->Arg(8)->Arg(64)->Apply(args);
+BENCHMARK(BM_SmallParts)->Arg(128)->Arg(1024)->Apply(args);
 BENCHMARK(BM_PartitionAndPack)
     ->Arg(2)
     ->Arg(4)

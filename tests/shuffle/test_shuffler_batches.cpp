@@ -1,7 +1,7 @@
 // Small chunks for the same peer travel together: inserted at once, their payloads are
 // gathered into one message (the shuffle-gathered statistic), and each arrives as its own
-// chunk, whole and at its owner (order-independent checksums per partition), in host memory
-// and on the GPU, also where a limit leaves no room to gather and they go one by one.
+// chunk, whole and at its owner (order-independent checksums per partition), in host memory,
+// on the GPU and in pinned host memory, and under a device limit.
 #include <spillway/comm/local.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/shuffle/shuffler.hpp>
@@ -22,7 +22,8 @@ namespace {
 
 struct Case {
   bool gpu;
-  std::size_t device_limit;  // 0: none
+  std::size_t device_limit{0};  // 0: none
+  bool pinned{false};           // the chunks moved into pinned host memory before insert()
 };
 
 /// The checksum of a chunk's rows, where the chunk is.
@@ -77,6 +78,10 @@ std::vector<std::pair<double, double>> shuffle_small_chunks(const Case& c, const
               std::lock_guard lock(m);
               expected[p] += sum;
             }
+            if (c.pinned) {
+              packed[p].payload =
+                  br.move(std::move(packed[p].payload), MemoryType::PINNED_HOST, br.stream());
+            }
             chunks.emplace(p, std::move(packed[p]));
           }
           s.insert(std::move(chunks));
@@ -116,7 +121,7 @@ std::vector<std::pair<double, double>> shuffle_small_chunks(const Case& c, const
 // Host memory: each rank sends 6 x 8 chunks to its peer in fewer messages, the bytes gathered.
 TEST(ShufflerBatches, SmallChunksForAPeerGoTogetherInHostMemory) {
   test::TempDir dir;
-  for (const auto& [messages, gathered] : shuffle_small_chunks({false, 0}, dir.path())) {
+  for (const auto& [messages, gathered] : shuffle_small_chunks({.gpu = false}, dir.path())) {
     EXPECT_GT(messages, 0);
     EXPECT_LT(messages, 6 * 8);
     EXPECT_GT(gathered, 0);
@@ -129,7 +134,22 @@ TEST(ShufflerBatches, SmallChunksForAPeerGoTogetherOnTheGpu) {
     BufferResource probe(test::small_config(dir.path()));
     SPILLWAY_SKIP_UNLESS_LIVE(probe, MemoryType::DEVICE);
   }
-  for (const auto& [messages, gathered] : shuffle_small_chunks({true, 0}, dir.path())) {
+  for (const auto& [messages, gathered] : shuffle_small_chunks({.gpu = true}, dir.path())) {
+    EXPECT_GT(messages, 0);
+    EXPECT_LT(messages, 6 * 8);
+    EXPECT_GT(gathered, 0);
+  }
+}
+
+// Chunks in pinned host memory are gathered there (by the copy engines).
+TEST(ShufflerBatches, SmallChunksInPinnedMemoryGoTogether) {
+  test::TempDir dir;
+  {
+    BufferResource probe(test::small_config(dir.path()));
+    SPILLWAY_SKIP_UNLESS_LIVE(probe, MemoryType::PINNED_HOST);
+  }
+  for (const auto& [messages, gathered] :
+       shuffle_small_chunks({.gpu = true, .pinned = true}, dir.path())) {
     EXPECT_GT(messages, 0);
     EXPECT_LT(messages, 6 * 8);
     EXPECT_GT(gathered, 0);
@@ -144,7 +164,8 @@ TEST(ShufflerBatches, UnderATightDeviceLimitEveryChunkStillArrives) {
     BufferResource probe(test::small_config(dir.path()));
     SPILLWAY_SKIP_UNLESS_LIVE(probe, MemoryType::DEVICE);
   }
-  for (const auto& stats : shuffle_small_chunks({true, 1 << 20}, dir.path())) {
+  for (const auto& stats :
+       shuffle_small_chunks({.gpu = true, .device_limit = 1 << 20}, dir.path())) {
     EXPECT_GT(stats.first, 0);  // payload messages sent
   }
 }

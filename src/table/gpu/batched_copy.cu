@@ -1,5 +1,8 @@
 #include "table/gpu/detail/batched_copy.cuh"
 
+#include <spillway/core/error.hpp>
+#include <spillway/table/gpu.hpp>
+
 #include <spillway/table/column_view.hpp>
 
 #include "core/detail/cuda_try.hpp"
@@ -121,3 +124,22 @@ void copy_ranges(std::span<const RebaseRange> ranges, BufferResource& br, Stream
 }
 
 }  // namespace spillway::gpu::detail
+
+namespace spillway::gpu {
+
+void copy_batch(std::span<void* const> dsts, std::span<const void* const> srcs,
+                std::span<const std::size_t> sizes, BufferResource& br, Stream stream) {
+  SPILLWAY_EXPECTS(dsts.size() == srcs.size() && srcs.size() == sizes.size(),
+                   "copy_batch: " + std::to_string(dsts.size()) + " destinations, " +
+                       std::to_string(srcs.size()) + " sources and " +
+                       std::to_string(sizes.size()) + " sizes");
+  std::vector<detail::CopyRange> ranges;
+  ranges.reserve(dsts.size());
+  for (std::size_t i = 0; i < dsts.size(); ++i) {
+    ranges.push_back(
+        {static_cast<std::byte*>(dsts[i]), static_cast<const std::byte*>(srcs[i]), sizes[i]});
+  }
+  detail::copy_ranges(std::span<const detail::CopyRange>(ranges), br, stream);
+}
+
+}  // namespace spillway::gpu

@@ -16,6 +16,10 @@ namespace {
 
 }  // namespace
 
+void copy_batch(std::span<void* const>, std::span<const void* const>, std::span<const std::size_t>,
+                BufferResource&, Stream) {
+  no_cuda("copy_batch");
+}
 std::unique_ptr<Buffer> hash_rows(const TableView&, std::uint32_t, BufferResource&, Stream) {
   no_cuda("hash_rows");
 }
