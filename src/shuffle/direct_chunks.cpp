@@ -60,8 +60,25 @@ void Shuffler::Impl::post_direct() {
     }
   }
   // Then this rank's own chunks, while the peers' bytes move (after every receive was posted,
-  // so that no transfer waits for them).
-  for (DirectPartition* d : posted) copy_own(*d);
+  // so that no transfer waits for them): the pieces between device buffers in one kernel.
+  // A batch goes out once it holds own_batch_bytes, so that the first partitions need not wait
+  // for every partition's copies.
+  OwnCopies batch;
+  std::size_t first = 0;  // posted[first, ...): copies issued, `copied` not recorded yet
+  const auto flush = [&](std::size_t end) {
+    if (!batch.sizes.empty()) {
+      gpu::copy_batch(batch.dsts, batch.srcs, batch.sizes, br, own_stream->view());
+      batch = OwnCopies{};
+    }
+    for (; first < end; ++first) {
+      if (posted[first]->on_gpu) posted[first]->copied.record(own_stream->view());
+    }
+  };
+  for (std::size_t i = 0; i < posted.size(); ++i) {
+    copy_own(*posted[i], batch);
+    if (batch.bytes >= own_batch_bytes) flush(i + 1);
+  }
+  flush(posted.size());
 }
 
 template <typename Fn>
@@ -77,9 +94,9 @@ void Shuffler::Impl::for_each_piece(const DirectPartition& d, Fn&& fn) {
   }
 }
 
-void Shuffler::Impl::copy_own(DirectPartition& d) {
+void Shuffler::Impl::copy_own(DirectPartition& d, OwnCopies& batch) {
   if (!d.own) return;
-  bool gpu_copy = false;
+  bool& gpu_copy = d.on_gpu;
   bool synced = !br.is_live(MemoryType::DEVICE);
   std::optional<Stream> waited;  // the last column stream own_stream waits for
   for_each_piece(d, [&](Rank src, std::size_t c, std::size_t at, std::size_t bytes) {
@@ -106,9 +123,16 @@ void Shuffler::Impl::copy_own(DirectPartition& d) {
       written.wait_on(own_stream->view());
       waited = from.stream();
     }
-    cuda::memcpy_async(d.buffer->data() + at, from.data(), bytes, own_stream->view());
+    if (bytes < batch_below && from.mem_type() == MemoryType::DEVICE &&
+        d.buffer->mem_type() == MemoryType::DEVICE) {
+      batch.dsts.push_back(d.buffer->data() + at);
+      batch.srcs.push_back(from.data());
+      batch.sizes.push_back(bytes);
+      batch.bytes += bytes;
+    } else {
+      cuda::memcpy_async(d.buffer->data() + at, from.data(), bytes, own_stream->view());
+    }
   });
-  if (gpu_copy) d.copied.record(own_stream->view());
 }
 
 void Shuffler::Impl::complete_direct() {

@@ -204,9 +204,21 @@ struct Shuffler::Impl {
   /// column of each source's chunk of `d`.
   template <typename Fn>
   void for_each_piece(const DirectPartition& d, Fn&& fn);
-  /// Copies this rank's own chunk of `d` into its final buffer (GPU copies on own_stream,
-  /// recorded in d.copied).
-  void copy_own(DirectPartition& d);
+  /// Small copies between device buffers of this rank's own chunks, issued as one kernel
+  /// (gpu::copy_batch) for up to own_batch_bytes: a cudaMemcpyAsync each cost the progress
+  /// thread ~5-15 us a piece, 5120 pieces a rank at `-o 512` (bench/NOTES.md). Larger pieces go
+  /// by the copy engines.
+  struct OwnCopies {
+    std::vector<void*> dsts;
+    std::vector<const void*> srcs;
+    std::vector<std::size_t> sizes;
+    std::size_t bytes{0};
+  };
+  static constexpr std::size_t own_batch_bytes = std::size_t{64} << 20;
+  /// Copies this rank's own chunk of `d` into its final buffer: host memory at once, GPU copies
+  /// on own_stream (after what the buffers' streams hold; d.on_gpu set), the small ones between
+  /// device buffers added to `batch` for the caller to issue (then recording d.copied).
+  void copy_own(DirectPartition& d, OwnCopies& batch);
   /// Counts `bytes` received into `landing` as recv-into-host-memory when that is not the GPU.
   void count_landing(const Buffer& landing, std::size_t bytes) {
     if (landing.mem_type() != MemoryType::DEVICE && br.is_live(MemoryType::DEVICE)) {
@@ -304,7 +316,8 @@ struct Shuffler::Impl {
     std::unique_ptr<Buffer> buffer;  // set when its receives are posted; before `receives`,
                                      // which write into it
     std::vector<std::unique_ptr<Future>> receives;
-    Event copied;  // this rank's own chunk copied in (GPU copies)
+    Event copied;        // this rank's own chunk copied in (GPU copies)
+    bool on_gpu{false};  // some of those copies are on own_stream
   };
   // Filled under `mutex` until every rank has finished; then used by the progress thread only.
   std::map<PartID, DirectPartition> direct;
