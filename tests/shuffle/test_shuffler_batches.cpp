@@ -116,16 +116,21 @@ std::vector<std::pair<double, double>> shuffle_small_chunks(const Case& c, const
   return stats;
 }
 
-}  // namespace
-
-// Host memory: each rank sends 6 x 8 chunks to its peer in fewer messages, the bytes gathered.
-TEST(ShufflerBatches, SmallChunksForAPeerGoTogetherInHostMemory) {
-  test::TempDir dir;
-  for (const auto& [messages, gathered] : shuffle_small_chunks({.gpu = false}, dir.path())) {
+/// Each rank sent its 6 x 8 chunks for the peer in fewer messages, the bytes gathered.
+void expect_batched(const Case& c, const std::string& dir) {
+  for (const auto& [messages, gathered] : shuffle_small_chunks(c, dir)) {
     EXPECT_GT(messages, 0);
     EXPECT_LT(messages, 6 * 8);
     EXPECT_GT(gathered, 0);
   }
+}
+
+}  // namespace
+
+// Host memory, device memory, pinned host memory.
+TEST(ShufflerBatches, SmallChunksForAPeerGoTogetherInHostMemory) {
+  test::TempDir dir;
+  expect_batched({.gpu = false}, dir.path());
 }
 
 TEST(ShufflerBatches, SmallChunksForAPeerGoTogetherOnTheGpu) {
@@ -134,11 +139,7 @@ TEST(ShufflerBatches, SmallChunksForAPeerGoTogetherOnTheGpu) {
     BufferResource probe(test::small_config(dir.path()));
     SPILLWAY_SKIP_UNLESS_LIVE(probe, MemoryType::DEVICE);
   }
-  for (const auto& [messages, gathered] : shuffle_small_chunks({.gpu = true}, dir.path())) {
-    EXPECT_GT(messages, 0);
-    EXPECT_LT(messages, 6 * 8);
-    EXPECT_GT(gathered, 0);
-  }
+  expect_batched({.gpu = true}, dir.path());
 }
 
 // Chunks in pinned host memory are gathered there (by the copy engines).
@@ -148,12 +149,7 @@ TEST(ShufflerBatches, SmallChunksInPinnedMemoryGoTogether) {
     BufferResource probe(test::small_config(dir.path()));
     SPILLWAY_SKIP_UNLESS_LIVE(probe, MemoryType::PINNED_HOST);
   }
-  for (const auto& [messages, gathered] :
-       shuffle_small_chunks({.gpu = true, .pinned = true}, dir.path())) {
-    EXPECT_GT(messages, 0);
-    EXPECT_LT(messages, 6 * 8);
-    EXPECT_GT(gathered, 0);
-  }
+  expect_batched({.gpu = true, .pinned = true}, dir.path());
 }
 
 // Under a device limit of about three times a rank's input, waiting chunks spill and incoming
