@@ -60,7 +60,7 @@ void Shuffler::Impl::post_direct() {
     }
   }
   // Then this rank's own chunks, while the peers' bytes move (after every receive was posted,
-  // so that no transfer waits for them): the pieces between device buffers in one kernel.
+  // so that no transfer waits for them): the small pieces between device buffers by kernel.
   // A batch goes out once it holds own_batch_bytes, so that the first partitions need not wait
   // for every partition's copies.
   OwnCopies batch;

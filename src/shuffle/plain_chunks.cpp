@@ -4,6 +4,7 @@
 #include "detail/shuffler_impl.hpp"
 
 #include <spillway/core/cuda.hpp>
+#include <spillway/core/units.hpp>
 #include <spillway/memory/memory_step.hpp>
 
 #include <algorithm>
@@ -49,9 +50,7 @@ void Shuffler::Impl::send_ready() {
       if (bytes < batch_below) {
         const std::size_t most = std::min(batch_bytes, send_budget);
         while (!q.empty() && q.front().bytes < batch_below) {
-          const std::size_t more = (bytes + detail::chunk_alignment - 1) / detail::chunk_alignment *
-                                       detail::chunk_alignment +
-                                   q.front().bytes;
+          const std::size_t more = round_up(bytes, detail::chunk_alignment) + q.front().bytes;
           if (more > most || !fits(more)) break;
           bytes = more;
           batch.push_back(std::move(q.front()));

@@ -3,6 +3,7 @@
 #include "core/detail/byte_codec.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
 
 #include <cstring>
 #include <string>
@@ -81,7 +82,7 @@ std::vector<std::uint64_t> chunk_offsets(std::span<const ChunkHeader> chunks) {
   out.reserve(chunks.size() + 1);
   std::uint64_t at = 0;
   for (const auto& h : chunks) {
-    at = (at + chunk_alignment - 1) / chunk_alignment * chunk_alignment;
+    at = round_up(at, chunk_alignment);
     out.push_back(at);
     at += h.payload_bytes;
   }
