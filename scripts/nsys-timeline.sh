@@ -5,7 +5,7 @@
 # NSYS_EXTRA_LIBS, e.g. from this machine's /usr/lib/x86_64-linux-gnu.
 # Usage: [NSYS=...] [NSYS_EXTRA_LIBS=dir] scripts/nsys-timeline.sh OUTPUT_BASE COMMAND [ARGS...]
 # Writes OUTPUT_BASE.nsys-rep (open it in Nsight Systems: each phase is a range in the
-# "spillway" domain) and prints the summaries.
+# "spillway" domain) and prints the summaries (NSYS_BUSY=1: and scripts/nsys-busy.py's).
 set -euo pipefail
 out=$1
 shift
@@ -24,3 +24,8 @@ if [ ! -f "$out.nsys-rep" ] && [ -f "$out.qdstrm" ]; then
 fi
 [ -f "$out.nsys-rep" ] || { echo "nsys-timeline: no report was made" >&2; exit 1; }
 "$nsys" stats --force-export=true --report nvtx_sum,cuda_api_sum,cuda_gpu_kern_sum --format table "$out.nsys-rep"
+# With NSYS_BUSY=1, also where the last run's time went per thread and stream (nsys-busy.py,
+# from the SQLite export the summaries left beside the report).
+if [ "${NSYS_BUSY:-0}" = 1 ]; then
+  python3 "$(dirname "$0")/nsys-busy.py" "$out.sqlite"
+fi

@@ -182,6 +182,9 @@ void set_mpi_ipc_window(std::size_t bytes) {
 void set_mpi_ipc_slot(std::size_t bytes) {
   set_field(field::mpi_ipc_slot, bytes);
 }
+void set_shuffle_direct_piece(std::size_t bytes) {
+  set_field(field::shuffle_direct_piece, bytes);
+}
 void set_log_level(LogLevel level) {
   set_field(field::log_level, level);
 }

@@ -331,6 +331,15 @@ const Field<std::size_t> mpi_ipc_slot{
     [](const std::size_t& n) -> const char* {
       return n > 0 && n <= (std::size_t{1} << 30) ? nullptr : "within 1 B..1 GiB";
     }};
+const Field<std::size_t> shuffle_direct_piece{
+    "SPILLWAY_SHUFFLE_DIRECT_PIECE",
+    &OptionValues::shuffle_direct_piece,
+    "4MiB",
+    "The shuffle's insert_finished sends direct chunks (a message per column, no concatenation "
+    "at the owner) when their column pieces average at least this many bytes, else packed "
+    "chunks (a message per partition); 0: always direct.",
+    parse_size,
+    show_bytes};
 const Field<std::string> transfer_backend{
     "SPILLWAY_TRANSFER_BACKEND",
     &OptionValues::transfer_backend,
@@ -387,36 +396,23 @@ const Field<LogLevel> log_level{
 }  // namespace field
 
 const std::vector<Setting>& registry() {
-  static const std::vector<Setting> all{erase(field::spill_dir),
-                                        erase(field::device_limit),
-                                        erase(field::pinned_limit),
-                                        erase(field::host_limit),
-                                        erase(field::disk_limit),
-                                        erase(field::device_allocator),
-                                        erase(field::device_pool_size),
-                                        erase(field::pinned_pool),
-                                        erase(field::pinned_reserve),
-                                        erase(field::host_cache),
-                                        erase(field::io_threads),
-                                        erase(field::io_task_size),
-                                        erase(field::io_direct),
-                                        erase(field::io_numa),
-                                        erase(field::io_gds),
-                                        erase(field::spill_task_size),
-                                        erase(field::spill_file_size),
-                                        erase(field::staging_size),
-                                        erase(field::spill_period),
-                                        erase(field::memory_wait),
-                                        erase(field::progress_spin),
-                                        erase(field::spill_injection),
-                                        erase(field::comm_timeout),
-                                        erase(field::mpi_ipc_window),
-                                        erase(field::mpi_ipc_slot),
-                                        erase(field::transfer_backend),
-                                        erase(field::transfer_provider),
-                                        erase(field::transfer_address),
-                                        erase(field::transfer_ipc_window),
-                                        erase(field::log_level)};
+  static const std::vector<Setting> all{
+      erase(field::spill_dir),        erase(field::device_limit),
+      erase(field::pinned_limit),     erase(field::host_limit),
+      erase(field::disk_limit),       erase(field::device_allocator),
+      erase(field::device_pool_size), erase(field::pinned_pool),
+      erase(field::pinned_reserve),   erase(field::host_cache),
+      erase(field::io_threads),       erase(field::io_task_size),
+      erase(field::io_direct),        erase(field::io_numa),
+      erase(field::io_gds),           erase(field::spill_task_size),
+      erase(field::spill_file_size),  erase(field::staging_size),
+      erase(field::spill_period),     erase(field::memory_wait),
+      erase(field::progress_spin),    erase(field::spill_injection),
+      erase(field::comm_timeout),     erase(field::mpi_ipc_window),
+      erase(field::mpi_ipc_slot),     erase(field::shuffle_direct_piece),
+      erase(field::transfer_backend), erase(field::transfer_provider),
+      erase(field::transfer_address), erase(field::transfer_ipc_window),
+      erase(field::log_level)};
   return all;
 }
 

@@ -239,11 +239,19 @@ void Shuffler::insert_finished(std::unordered_map<PartID, PackedData>&& chunks) 
     SPILLWAY_EXPECTS(data.payload != nullptr, "insert_finished: a chunk without a payload");
     layouts.emplace(pid, detail::decode(data.metadata, data.payload->size()));
   }
+  // Direct only where the column pieces are large enough to be worth a message each.
+  std::size_t bytes = 0;
+  std::size_t columns = 0;
+  for (const auto& [pid, layout] : layouts) {
+    bytes += layout.payload_size;
+    columns = std::max(columns, layout.columns.size());
+  }
+  const bool packed = s.pieces_too_small(bytes, layouts.size(), columns);
   std::unordered_map<PartID, PackedData> plain;
   std::map<PartID, Impl::DirectChunk> direct;
   for (auto& [pid, layout] : layouts) {
     PackedData& data = chunks.at(pid);
-    if (!Impl::direct_ok(layout) || data.payload->mem_type() == MemoryType::DISK) {
+    if (packed || !Impl::direct_ok(layout) || data.payload->mem_type() == MemoryType::DISK) {
       plain.emplace(pid, std::move(data));
       continue;
     }
@@ -307,6 +315,15 @@ void Shuffler::insert_finished(Table&& table, std::span<const std::size_t> keys,
   for (std::size_t c = 0; c < v.num_columns(); ++c) {
     columnwise = columnwise && on_device(table.column(c)) && is_fixed_width(v.columns[c].type) &&
                  !v.columns[c].nullable();
+  }
+  // Many small column pieces go packed (see insert_finished(chunks)) when the GPU has room for
+  // the packed copy beside the table without spilling; placed column by column they would need
+  // no second copy, but a message per column and partition.
+  std::size_t bytes = 0;
+  for (std::size_t c = 0; c < v.num_columns(); ++c) bytes += table.column(c).data().size();
+  if (columnwise && s.pieces_too_small(bytes, s.total, v.num_columns()) &&
+      s.br.available(MemoryType::DEVICE) >= bytes + s.br.headroom(MemoryType::DEVICE)) {
+    columnwise = false;
   }
   if (!columnwise) {
     const bool gpu = v.num_columns() > 0 && on_device(table.column(0));

@@ -49,6 +49,7 @@ TEST(Options, DefaultsAreSane) {
   EXPECT_EQ(o.io_gds, IoGds::automatic);
   EXPECT_EQ(o.mpi_ipc_window, 1024 * MiB);
   EXPECT_EQ(o.mpi_ipc_slot, 256 * MiB);
+  EXPECT_EQ(o.shuffle_direct_piece, 4 * MiB);
   EXPECT_EQ(o.pinned_reserve, Limit::bytes(0));
 }
 

@@ -3,6 +3,7 @@
 
 #include <spillway/comm/communicator.hpp>
 #include <spillway/core/error.hpp>
+#include <spillway/core/options.hpp>
 #include <spillway/shuffle/shuffler.hpp>
 #include <spillway/table/checksum.hpp>
 #include <spillway/table/generator.hpp>
@@ -93,8 +94,12 @@ inline std::pair<TableChecksum, TableChecksum> shuffle_rank(Communicator& comm, 
   for (std::size_t i = 0; i < shuffler.local_partitions().size(); ++i) {
     const PartID pid = shuffler.wait_any(std::chrono::seconds(20));
     auto chunks = shuffler.extract(pid);
-    // Direct chunks arrive as one, laid out as the concatenation of every rank's.
-    EXPECT_EQ(chunks.size(), feed == Feed::streaming ? static_cast<std::size_t>(comm.nranks()) : 1U)
+    // Direct chunks arrive as one, laid out as the concatenation of every rank's. These
+    // tables' column pieces are far below any shuffle_direct_piece but 0: other feeds go
+    // packed, a chunk from each rank.
+    const bool direct = feed == Feed::direct_table ||
+                        (feed != Feed::streaming && options::get().shuffle_direct_piece == 0);
+    EXPECT_EQ(chunks.size(), direct ? 1U : static_cast<std::size_t>(comm.nranks()))
         << "partition " << pid;
     for (auto& c : chunks) {
       if (!is_host_accessible(c.payload->mem_type())) {  // spilled, or received on the GPU

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <tuple>
 
 using namespace spillway;
 
@@ -113,11 +114,16 @@ TEST_P(ShuffleRanks, TwoShufflesAtOnce) {
 // Direct chunks: each partition lands in one buffer laid out as the concatenation of every
 // rank's chunk (the extracted partition is that one chunk), straight from packed partitions or
 // from row ranges of the input table, also with spilling forced and all rows in one partition.
+// These tables' column pieces are small: direct only with shuffle_direct_piece 0.
 TEST_P(ShuffleRanks, DirectChunksLandInOneBuffer) {
+  OptionsGuard guard;
+  options::set_shuffle_direct_piece(0);
   run({GetParam(), 0, 0, 1, test::Feed::direct_chunks});
 }
 
 TEST_P(ShuffleRanks, DirectChunksWithSpillingAndSkew) {
+  OptionsGuard guard;
+  options::set_shuffle_direct_piece(0);
   run({GetParam(), 0.5, 1.0, 1, test::Feed::direct_chunks});
 }
 
@@ -126,7 +132,16 @@ TEST_P(ShuffleRanks, DirectRowRangesOfTheInputTable) {
 }
 
 TEST_P(ShuffleRanks, ATableHashedByTheShuffler) {
+  OptionsGuard guard;
+  options::set_shuffle_direct_piece(0);
   run({GetParam(), 0.5, 0.5, 1, test::Feed::hashed_table});
+}
+
+// With the default shuffle_direct_piece, small column pieces go as packed chunks instead (a
+// message per partition, concatenated at the owner); every row still arrives once.
+TEST_P(ShuffleRanks, SmallColumnPiecesGoPacked) {
+  run({GetParam(), 0, 0.5, 1, test::Feed::direct_chunks});
+  run({GetParam(), 0.5, 0, 1, test::Feed::hashed_table});
 }
 
 // Many partitions, most of them empty (200 distinct keys): each is handed out once, with
@@ -219,9 +234,17 @@ TEST(Shuffler, ADeviceTableIsPartitionedColumnByColumn) {
     BufferResource probe(test::small_config(dir.path()));
     SPILLWAY_SKIP_UNLESS_LIVE(probe, MemoryType::DEVICE);
   }
-  for (PartID total : {2U, 7U}) {
-    for (bool limited : {false, true}) {
-      SCOPED_TRACE(std::to_string(total) + " partitions" + (limited ? ", device limit" : ""));
+  // Its column pieces are small: placed column by column (direct) with shuffle_direct_piece
+  // 0, or when the GPU has no room for a packed copy beside the table (the limit); else packed.
+  for (const auto& [total, limited, force_direct] :
+       {std::tuple{2U, false, true}, std::tuple{2U, true, true}, std::tuple{7U, false, true},
+        std::tuple{7U, true, true}, std::tuple{7U, false, false}, std::tuple{7U, true, false}}) {
+    {
+      OptionsGuard guard;
+      if (force_direct) options::set_shuffle_direct_piece(0);
+      const bool direct = force_direct || limited;
+      SCOPED_TRACE(std::to_string(total) + " partitions" + (limited ? ", device limit" : "") +
+                   (direct ? ", direct" : ", packed"));
       auto comms = LocalCommunicator::create(2);
       for (auto& c : comms) c->set_timeout(std::chrono::seconds(30));  // a failed rank: not 300 s
       std::mutex m;
@@ -256,16 +279,19 @@ TEST(Shuffler, ADeviceTableIsPartitionedColumnByColumn) {
             while (!s.finished()) {
               const PartID pid = s.wait_any(std::chrono::seconds(30));
               auto parts = s.extract(pid);
-              ASSERT_EQ(parts.size(), 1U);  // direct: one buffer
-              // Summed where it is: a partition that landed on the host would need the
-              // device memory that this rank's sends still hold until they complete.
-              const TableChecksum sum =
-                  parts[0].payload->mem_type() == MemoryType::DEVICE
-                      ? gpu::checksum(gpu::unpack(std::move(parts[0]), br.stream()).view(), br,
-                                      br.stream())
-                      : checksum(unpack(std::move(parts[0])).view());
-              std::lock_guard lock(m);
-              got[pid] += sum;
+              // Direct: one buffer; packed: a chunk from each rank.
+              ASSERT_EQ(parts.size(), direct ? 1U : 2U);
+              for (auto& part : parts) {
+                // Summed where it is: a partition that landed on the host would need the
+                // device memory that this rank's sends still hold until they complete.
+                const TableChecksum sum =
+                    part.payload->mem_type() == MemoryType::DEVICE
+                        ? gpu::checksum(gpu::unpack(std::move(part), br.stream()).view(), br,
+                                        br.stream())
+                        : checksum(unpack(std::move(part)).view());
+                std::lock_guard lock(m);
+                got[pid] += sum;
+              }
             }
             const auto landed = br.statistics().get("recv-into-host-memory");
             EXPECT_EQ(limited, landed.has_value() && landed->bytes > 0) << "rank " << r;

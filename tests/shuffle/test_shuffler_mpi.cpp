@@ -40,7 +40,11 @@ TEST(MpiShuffle, AllRowsInOnePartition) {
   check(1.0, 2);
 }
 
+// The tests' column pieces are small: direct only with shuffle_direct_piece 0 (set on every
+// rank, as each runs the same tests).
 TEST(MpiShuffle, DirectChunksLandInOneBuffer) {
+  OptionsGuard guard;
+  options::set_shuffle_direct_piece(0);
   check(0, 3, test::Feed::direct_chunks);
 }
 
@@ -49,7 +53,13 @@ TEST(MpiShuffle, DirectRowRangesOfTheInputTable) {
 }
 
 TEST(MpiShuffle, ATableHashedByTheShuffler) {
+  OptionsGuard guard;
+  options::set_shuffle_direct_piece(0);
   check(0.5, 5, test::Feed::hashed_table);
+}
+
+TEST(MpiShuffle, SmallColumnPiecesGoPacked) {
+  check(0.5, 8, test::Feed::hashed_table);
 }
 
 // 500 shuffles one after another on one op id (under mpirun -np 2, 3 and 4).

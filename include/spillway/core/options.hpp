@@ -61,6 +61,7 @@ struct OptionValues {
   std::chrono::milliseconds comm_timeout{};   ///< SPILLWAY_COMM_TIMEOUT
   std::size_t mpi_ipc_window{};               ///< SPILLWAY_MPI_IPC_WINDOW
   std::size_t mpi_ipc_slot{};                 ///< SPILLWAY_MPI_IPC_SLOT
+  std::size_t shuffle_direct_piece{};         ///< SPILLWAY_SHUFFLE_DIRECT_PIECE
   std::string transfer_backend;               ///< SPILLWAY_TRANSFER_BACKEND
   std::string transfer_provider;              ///< SPILLWAY_TRANSFER_PROVIDER
   std::string transfer_address;               ///< SPILLWAY_TRANSFER_ADDRESS
@@ -109,6 +110,7 @@ void set_spill_injection(double probability);
 void set_comm_timeout(std::chrono::milliseconds timeout);
 void set_mpi_ipc_window(std::size_t bytes);
 void set_mpi_ipc_slot(std::size_t bytes);
+void set_shuffle_direct_piece(std::size_t bytes);
 void set_memory_wait(std::chrono::milliseconds wait);
 void set_progress_spin(std::chrono::microseconds spin);
 void set_log_level(LogLevel level);

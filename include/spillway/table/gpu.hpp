@@ -135,7 +135,8 @@ Table concat(std::span<const TableView> tables, BufferResource& br, Stream strea
 /// no room on the GPU is read from pinned host memory by the concatenation (brought there first
 /// from HOST or DISK; counted as `unpack-from-host-memory`), so the GPU needs about one
 /// partition, not two. A single chunk is not copied (spillway::to_table of it) and must come up
-/// to the GPU. Profiled as "unpack_and_concat".
+/// to the GPU. Like concat, the output is written in stream order on `stream`: synchronize it
+/// before reading the output from elsewhere. Profiled as "unpack_and_concat".
 /// @throws spillway::out_of_memory naming the step and the tiers tried
 Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stream stream);
 

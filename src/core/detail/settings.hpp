@@ -94,6 +94,7 @@ extern const Field<double> spill_injection;
 extern const Field<std::chrono::milliseconds> comm_timeout;
 extern const Field<std::size_t> mpi_ipc_window;
 extern const Field<std::size_t> mpi_ipc_slot;
+extern const Field<std::size_t> shuffle_direct_piece;
 extern const Field<LogLevel> log_level;
 }  // namespace field
 

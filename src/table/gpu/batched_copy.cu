@@ -8,6 +8,7 @@
 #include "core/detail/cuda_try.hpp"
 #include "table/gpu/detail/device_column.cuh"
 
+#include <algorithm>
 #include <vector>
 
 namespace spillway::gpu::detail {
@@ -79,15 +80,41 @@ struct RebaseBody {
   }
 };
 
+/// Block `chunk`'s part of the ranges: its range (found by binary search over the ranges'
+/// first chunks) and items [a, b) of it.
 template <typename R, typename Body>
-__global__ void ranges_kernel(const R* ranges, const std::size_t* first_chunk, std::size_t n,
-                              Body body) {
+__device__ void run_chunk(const R* ranges, const std::size_t* first_chunk, std::size_t n,
+                          Body body) {
   const std::size_t chunk = blockIdx.x;
   const std::size_t lo = last_at_or_below(first_chunk, n, chunk);
   const R r = ranges[lo];
   const std::size_t a = (chunk - first_chunk[lo]) * Body::chunk;
   const std::size_t b = a + Body::chunk < Body::items(r) ? a + Body::chunk : Body::items(r);
   body(r, a, b);
+}
+
+template <typename R, typename Body>
+__global__ void ranges_kernel(const R* ranges, const std::size_t* first_chunk, std::size_t n,
+                              Body body) {
+  run_chunk(ranges, first_chunk, n, body);
+}
+
+/// Up to this many ranges travel in the kernel's arguments (at most ~1.3 KiB of them), not in
+/// device memory: a batch of a few ranges (a concatenation's columns) then costs one launch, not
+/// two allocations, two copies from pageable memory and two frees besides (~10-15 us of host
+/// time a call, bench/NOTES.md).
+constexpr std::size_t inline_ranges = 32;
+
+template <typename R>
+struct InlineRanges {
+  R ranges[inline_ranges];
+  std::size_t first_chunk[inline_ranges];
+  std::size_t n;
+};
+
+template <typename R, typename Body>
+__global__ void inline_ranges_kernel(const InlineRanges<R> in, Body body) {
+  run_chunk(in.ranges, in.first_chunk, in.n, body);
 }
 
 template <typename Body, typename R>
@@ -104,10 +131,19 @@ void launch(std::span<const R> ranges, BufferResource& br, Stream stream) {
   }
   if (chunks == 0) return;
   SPILLWAY_EXPECTS(chunks <= 0x7FFFFFFFU, "batched copy: too many chunks");
-  auto d_ranges = to_device(kept, br, stream);
-  auto d_first = to_device(first, br, stream);
-  ranges_kernel<<<static_cast<unsigned>(chunks), block_threads, 0, raw(stream)>>>(
-      as<const R>(*d_ranges), as<const std::size_t>(*d_first), kept.size(), Body{});
+  const auto blocks = static_cast<unsigned>(chunks);
+  if (kept.size() <= inline_ranges) {
+    InlineRanges<R> in{};
+    std::copy(kept.begin(), kept.end(), in.ranges);
+    std::copy(first.begin(), first.end(), in.first_chunk);
+    in.n = kept.size();
+    inline_ranges_kernel<<<blocks, block_threads, 0, raw(stream)>>>(in, Body{});
+  } else {
+    auto d_ranges = to_device(kept, br, stream);
+    auto d_first = to_device(first, br, stream);
+    ranges_kernel<<<blocks, block_threads, 0, raw(stream)>>>(
+        as<const R>(*d_ranges), as<const std::size_t>(*d_first), kept.size(), Body{});
+  }
   SPILLWAY_CUDA_TRY(cudaGetLastError());
 }
 

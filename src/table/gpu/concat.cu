@@ -14,6 +14,7 @@
 #include "table/gpu/detail/batched_copy.cuh"
 #include "table/gpu/detail/device_column.cuh"
 
+#include <algorithm>
 #include <array>
 #include <optional>
 
@@ -178,7 +179,13 @@ Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stre
   }
   if (room) room->release();
   Table out = gpu::concat(views, br, stream);
-  cuda::stream_synchronize(stream);  // the parts' payloads go at the end of this scope
+  // The parts' payloads go at the end of this scope. One freed in stream order on `stream`
+  // goes after the concatenation read it; others (a view, whose block is freed on its own
+  // stream, or a payload of another stream) only once it has.
+  const bool ordered = std::all_of(parts.begin(), parts.end(), [&](const UnpackedTable& p) {
+    return !p.packed().payload->is_view() && p.packed().payload->stream() == stream;
+  });
+  if (!ordered) cuda::stream_synchronize(stream);
   return out;
 }
 
