@@ -4,7 +4,8 @@
 // Each figure is printed beside the device copy ceiling measured in the same run
 // (cudaMemcpyAsync device to device of the same bytes, counting bytes read + written), as
 // `fraction`; `peak_extra` is the device memory the operation allocated at its peak (outputs
-// and scratch) over the input size.
+// and scratch) over the input size. BM_Checksum: the GPU checksum of the table whole and in
+// slices (the shuffle benchmark's check per partition).
 #include <spillway/spillway.hpp>
 #include <spillway/table/generator.hpp>
 #include <spillway/table/gpu.hpp>
@@ -97,8 +98,9 @@ Fixture& fixture(Input in = Input::int32x10) {
   return *f;
 }
 
+/// `traffic`: the bytes the operation must move, in table sizes (2: read + write; 1: read).
 template <typename F>
-void run(benchmark::State& state, F&& op, Input in = Input::int32x10) {
+void run(benchmark::State& state, F&& op, Input in = Input::int32x10, double traffic = 2.0) {
   auto& f = fixture(in);
   if (!f.br.is_live(MemoryType::DEVICE)) {
     state.SkipWithError("no GPU");
@@ -117,8 +119,8 @@ void run(benchmark::State& state, F&& op, Input in = Input::int32x10) {
     state.SetIterationTime(s);
     total += s;
   }
-  const double tbps =
-      2.0 * static_cast<double>(f.bytes) * static_cast<double>(state.iterations()) / total / 1e12;
+  const double tbps = traffic * static_cast<double>(f.bytes) *
+                      static_cast<double>(state.iterations()) / total / 1e12;
   state.counters["TB/s"] = tbps;
   state.counters["copy_TB/s"] = f.ceiling_tbps;
   state.counters["fraction"] = tbps / f.ceiling_tbps;
@@ -180,6 +182,31 @@ void BM_HashPartition(benchmark::State& state) {
                                  f.br, f.stream);
     benchmark::DoNotOptimize(p.offsets.data());
   });
+}
+
+/// The GPU checksum of the table in range(0) row slices, added into one slot (as the shuffle
+/// benchmark sums its partitions: 180 slices are ~7.5 MB each, the size of a partition at
+/// `-o 512`). It only reads, so `fraction` is its bytes read against the copy's bytes moved.
+void BM_Checksum(benchmark::State& state) {
+  auto sums = std::shared_ptr<Buffer>{};
+  run(
+      state,
+      [&](Fixture& f) {
+        if (!sums) sums = f.br.allocate(MemoryType::DEVICE, sizeof(TableChecksum), f.stream);
+        const auto n = static_cast<std::size_t>(state.range(0));
+        const std::size_t rows = f.table.num_rows();
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::size_t first = rows * i / n / 16 * 16;  // 16-byte aligned slices
+          const std::size_t end = i + 1 == n ? rows : rows * (i + 1) / n / 16 * 16;
+          TableView v = f.table.view();
+          for (ColumnView& c : v.columns) {  // (the table has no nulls)
+            c.data = static_cast<const std::byte*>(c.data) + first * size_of(c.type);
+            c.size = end - first;
+          }
+          gpu::add_checksum(v, *sums, 0, f.br, f.stream);
+        }
+      },
+      Input::int32x10, 1.0);
 }
 
 /// Many small chunks, as in the shuffle's `-p 64 -o 64` (bench/NOTES.md): 4 of the int32
@@ -248,6 +275,7 @@ void args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_DeviceCopy)->Apply(args);
 BENCHMARK(BM_SplitAndPack)->Arg(2)->Arg(8)->Arg(64)->Apply(args);
+BENCHMARK(BM_Checksum)->Arg(1)->Arg(180)->Arg(1440)->Apply(args);
 BENCHMARK(BM_SmallParts)->Arg(128)->Arg(1024)->Apply(args);
 BENCHMARK(BM_PartitionAndPack)
     ->Arg(2)

@@ -1,7 +1,8 @@
 // The table checksum on the GPU: every row's 64-bit value as on the CPU (checksum_hash.hpp),
 // summed per block and added into one counter (the sum is mod 2^64, so the order of the adds
 // does not matter). Tables of fixed-width columns only (the shuffle's) take a kernel that reads
-// 8 rows of a column per thread in vector loads, with the column descriptors in shared memory.
+// up to 8 rows of a column per thread in vector loads, with the column descriptors in its
+// arguments.
 #include <spillway/table/gpu.hpp>
 
 #include "core/detail/cuda_try.hpp"
@@ -54,26 +55,41 @@ __global__ void checksum_kernel(const DeviceColumn* cols, std::uint32_t ncols, s
   }
 }
 
-/// Rows per thread of checksum_fixed_kernel, and the most columns it takes.
-constexpr unsigned sum_rows = 8;
-constexpr std::uint32_t max_fixed_columns = 64;
+/// The columns of checksum_fixed_kernel, passed in its arguments (no upload per call).
+constexpr std::uint32_t max_fixed_columns = 32;
+struct FixedColumns {
+  DeviceColumn cols[max_fixed_columns];
+  std::uint32_t n;
+};
 
-/// Adds column k's terms of rows [first, first + sum_rows) to `terms`: sum_rows x sizeof(T)
-/// bytes in 16-byte loads (8-byte for 1-byte values); the column data is 16-byte aligned.
-template <typename T>
-__device__ __forceinline__ void add_terms(const DeviceColumn& c, std::uint32_t k, std::size_t first,
-                                          std::uint64_t (&terms)[sum_rows]) {
-  alignas(16) T v[sum_rows];
-  if constexpr (sizeof(T) == 1) {
-    *reinterpret_cast<uint2*>(v) = reinterpret_cast<const uint2*>(c.data)[first / sum_rows];
+/// Loads rows [first, first + R) of a column in one vector load of R x sizeof(T) bytes (16-byte
+/// loads when that is more); the column data is 16-byte aligned and `first` a multiple of R.
+template <typename T, unsigned R>
+__device__ __forceinline__ void load_rows(const T* col, std::size_t first, T (&v)[R]) {
+  constexpr std::size_t bytes = R * sizeof(T);
+  if constexpr (bytes >= 16) {
+    const auto* src = reinterpret_cast<const uint4*>(col + first);
+#pragma unroll
+    for (unsigned i = 0; i < bytes / 16; ++i) reinterpret_cast<uint4*>(v)[i] = src[i];
+  } else if constexpr (bytes == 8) {
+    *reinterpret_cast<uint2*>(v) = *reinterpret_cast<const uint2*>(col + first);
+  } else if constexpr (bytes == 4) {
+    *reinterpret_cast<unsigned*>(v) = *reinterpret_cast<const unsigned*>(col + first);
+  } else if constexpr (bytes == 2) {
+    *reinterpret_cast<unsigned short*>(v) = *reinterpret_cast<const unsigned short*>(col + first);
   } else {
-    constexpr unsigned vecs = sum_rows * sizeof(T) / 16;
-    const auto* src = reinterpret_cast<const uint4*>(c.data) + first / sum_rows * vecs;
-#pragma unroll
-    for (unsigned i = 0; i < vecs; ++i) reinterpret_cast<uint4*>(v)[i] = src[i];
+    v[0] = col[first];
   }
+}
+
+/// Adds column k's terms of rows [first, first + R) to `terms`.
+template <typename T, unsigned R>
+__device__ __forceinline__ void add_terms(const DeviceColumn& c, std::uint32_t k, std::size_t first,
+                                          std::uint64_t (&terms)[R]) {
+  alignas(R * sizeof(T) >= 16 ? 16 : R * sizeof(T)) T v[R];
+  load_rows<T, R>(reinterpret_cast<const T*>(c.data), first, v);
 #pragma unroll
-  for (unsigned i = 0; i < sum_rows; ++i) {
+  for (unsigned i = 0; i < R; ++i) {
     terms[i] += detail::is_valid(c, first + i)
                     ? spillway::detail::fixed_term(spillway::detail::value_bits(v[i]), k)
                     : spillway::detail::null_term(k);
@@ -81,37 +97,50 @@ __device__ __forceinline__ void add_terms(const DeviceColumn& c, std::uint32_t k
 }
 
 /// The checksum of fixed-width columns (at most max_fixed_columns, each 16-byte aligned): each
-/// thread takes sum_rows consecutive rows and walks the columns; the last, partial group goes
-/// row by row as in checksum_kernel.
-__global__ void checksum_fixed_kernel(const DeviceColumn* cols, std::uint32_t ncols,
-                                      std::size_t rows, unsigned long long* slot) {
+/// thread takes R consecutive rows and walks the columns; the last, partial group goes row by
+/// row as in checksum_kernel. R is chosen by the table's length (fixed_rows_per_thread): vector
+/// loads of 8 rows for long tables, and enough threads to keep loads in flight for short ones
+/// (a thread's columns are read one after another).
+template <unsigned R>
+__global__ void checksum_fixed_kernel(const FixedColumns fc, std::size_t rows,
+                                      unsigned long long* slot) {
   using Reduce = cub::BlockReduce<unsigned long long, block_threads>;
   __shared__ typename Reduce::TempStorage temp;
-  __shared__ DeviceColumn sc[max_fixed_columns];
-  for (std::uint32_t k = threadIdx.x; k < ncols; k += blockDim.x) sc[k] = cols[k];
-  __syncthreads();
+  const DeviceColumn* sc = fc.cols;
+  const std::uint32_t ncols = fc.n;
   unsigned long long s = 0;
-  const std::size_t groups = (rows + sum_rows - 1) / sum_rows;
+  const std::size_t groups = (rows + R - 1) / R;
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
   for (std::size_t g = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; g < groups;
        g += stride) {
-    const std::size_t first = g * sum_rows;
-    if (first + sum_rows > rows) {
+    const std::size_t first = g * R;
+    if (first + R > rows) {
       for (std::size_t r = first; r < rows; ++r) s += row_value(sc, ncols, r);
       continue;
     }
-    std::uint64_t terms[sum_rows] = {};
+    std::uint64_t terms[R] = {};
     for (std::uint32_t k = 0; k < ncols; ++k) {
-      detail::with_width(sc[k].width, [&]<typename T>() { add_terms<T>(sc[k], k, first, terms); });
+      detail::with_width(sc[k].width,
+                         [&]<typename T>() { add_terms<T, R>(sc[k], k, first, terms); });
     }
 #pragma unroll
-    for (unsigned i = 0; i < sum_rows; ++i) s += spillway::detail::row_value(terms[i]);
+    for (unsigned i = 0; i < R; ++i) s += spillway::detail::row_value(terms[i]);
   }
   const unsigned long long block = Reduce(temp).Sum(s);
   if (threadIdx.x == 0) {
     atomicAdd(slot + 1, block);
     if (blockIdx.x == 0) atomicAdd(slot, static_cast<unsigned long long>(rows));
   }
+}
+
+/// Rows per thread of checksum_fixed_kernel: the most (8, 4, 2, 1) that still gives every SM
+/// `threads_per_sm` threads, or one.
+unsigned fixed_rows_per_thread(std::size_t rows, unsigned sms) {
+  constexpr std::size_t threads_per_sm = 1024;
+  for (unsigned r = 8; r > 1; r /= 2) {
+    if (rows / r >= std::size_t{sms} * threads_per_sm) return r;
+  }
+  return 1;
 }
 
 }  // namespace
@@ -130,15 +159,30 @@ void add_checksum(const TableView& table, Buffer& sums, std::size_t slot, Buffer
     cols.push_back(detail::to_device_column(c));
     fixed = fixed && c.type != TypeId::STRING && reinterpret_cast<std::uintptr_t>(c.data) % 16 == 0;
   }
-  auto d_cols = detail::to_device(cols, br, stream);  // freed in stream order
   int sms = 0;
   SPILLWAY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, br.device()));
-  const unsigned blocks =
-      std::min(detail::blocks_for(rows, block_threads), static_cast<unsigned>(sms) * 8);
-  auto* kernel = fixed ? checksum_fixed_kernel : checksum_kernel;
-  kernel<<<blocks, block_threads, 0, detail::raw(stream)>>>(
-      detail::as<const DeviceColumn>(*d_cols), static_cast<std::uint32_t>(cols.size()), rows,
-      detail::as<unsigned long long>(sums) + 2 * slot);
+  auto* slot_ptr = detail::as<unsigned long long>(sums) + 2 * slot;
+  if (!fixed) {
+    auto d_cols = detail::to_device(cols, br, stream);  // freed in stream order
+    const unsigned blocks =
+        std::min(detail::blocks_for(rows, block_threads), static_cast<unsigned>(sms) * 8);
+    checksum_kernel<<<blocks, block_threads, 0, detail::raw(stream)>>>(
+        detail::as<const DeviceColumn>(*d_cols), static_cast<std::uint32_t>(cols.size()), rows,
+        slot_ptr);
+    SPILLWAY_CUDA_TRY(cudaGetLastError());
+    return;
+  }
+  FixedColumns fc{};
+  std::copy(cols.begin(), cols.end(), fc.cols);
+  fc.n = static_cast<std::uint32_t>(cols.size());
+  const unsigned r = fixed_rows_per_thread(rows, static_cast<unsigned>(sms));
+  const unsigned blocks = std::min(detail::blocks_for((rows + r - 1) / r, block_threads),
+                                   static_cast<unsigned>(sms) * 8);
+  auto* kernel = r == 8   ? checksum_fixed_kernel<8>
+                 : r == 4 ? checksum_fixed_kernel<4>
+                 : r == 2 ? checksum_fixed_kernel<2>
+                          : checksum_fixed_kernel<1>;
+  kernel<<<blocks, block_threads, 0, detail::raw(stream)>>>(fc, rows, slot_ptr);
   SPILLWAY_CUDA_TRY(cudaGetLastError());
 }
 
