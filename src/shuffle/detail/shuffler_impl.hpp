@@ -55,8 +55,8 @@ struct Shuffler::Impl {
   /// Whether `bytes` in `chunks` chunks of `columns` columns are better sent packed. Direct
   /// chunks go a message per column; below options' shuffle_direct_piece bytes a column on
   /// average, those messages cost more than packed chunks' concatenation at the owner. The
-  /// hashed shuffle of 10 int32 columns on an H200 (bench/NOTES.md): even at 12 MiB a piece,
-  /// packed 1.5x faster at 3 MiB.
+  /// hashed shuffle of 10 int32 columns on an H200 (bench/NOTES.md): packed 1.8x faster with
+  /// pieces of 1.5 and 0.75 MB (-o 128, -o 512), the same with pieces of 6 MB (-o 64).
   [[nodiscard]] bool pieces_too_small(std::size_t bytes, std::size_t chunks,
                                       std::size_t columns) const {
     return chunks > 0 && columns > 0 && bytes / chunks / columns < direct_piece;
