@@ -1,6 +1,7 @@
 // libFuzzer target for the shuffle's wire messages, decoded as a receiving rank decodes them:
 // a chunk message (then the packed metadata it carries, against the payload size it names) or
-// a finish message (then the metadata of each direct chunk it names).
+// a finish message (then the metadata of each direct chunk it names); short inputs also as a
+// ready message.
 // A valid message must decode to fields that encode back to the same bytes; an invalid one
 // must give spillway::corrupt_data_error naming the problem: never a crash, a hang, undefined
 // behaviour or a read outside the input.
@@ -34,6 +35,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto parts = static_cast<spillway::PartID>(total == 0 ? 1 : total);
   const std::span<const std::uint8_t> msg(data + 3, size - 3);
   try {
+    if (msg.size() == 4 && std::memcmp(msg.data(), "SPRD", 4) == 0) {
+      spillway::detail::check_ready(msg);  // the one valid ready message: must pass
+    } else if (msg.size() < 16) {
+      try {
+        spillway::detail::check_ready(msg);
+        std::abort();  // any other bytes are not a ready message
+      } catch (const spillway::corrupt_data_error&) {
+      }
+    }
     if (finish) {
       const auto f = spillway::detail::decode_finish(msg, parts);
       const auto again = spillway::detail::encode_finish(f);

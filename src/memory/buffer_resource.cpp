@@ -103,6 +103,11 @@ BufferResource::BufferResource(const BufferResourceConfig& config)
   disk.capacity = spill_files_.free_space();
   disk.limit = config_.limits[index(MemoryType::DISK)].resolve(disk.capacity);
   disk.live = true;
+  std::size_t quarter = unlimited_bytes;
+  for (MemoryType t : {MemoryType::DEVICE, MemoryType::PINNED_HOST, MemoryType::HOST}) {
+    if (is_live(t) && limit(t) != unlimited_bytes) quarter = std::min(quarter, limit(t) / 4);
+  }
+  transfer_budget_ = std::make_unique<TransferBudget>(quarter);
   for (Tier& tier : tiers_) {
     for (const AdaptorSpec& a : config_.adaptors) {
       if (!tier.mr) continue;

@@ -108,20 +108,30 @@ bool same_memory(const Table& left, const Table& right) {
   return device;
 }
 
-/// Partitions and inserts `first` and then every further piece of `next` into `s`, then
-/// insert_finished(): one piece at a time, each freed once packed.
-void insert_pieces(Shuffler& s, Table first, const TableSource& next, const Table& schema,
-                   std::span<const std::size_t> keys, std::uint32_t partitions, bool device,
-                   BufferResource& br, std::uint32_t seed) {
-  for (std::optional<Table> piece = std::move(first); piece; piece = next()) {
-    detail::check_piece(*piece, schema, device);
-    if (piece->num_rows() == 0) continue;
-    auto chunks = detail::partitioned(piece->view(), keys, partitions, device, br, seed);
-    piece.reset();
+/// How one side's pieces are partitioned and inserted into its Shuffler.
+struct Side {
+  Shuffler& s;
+  const Table& schema;
+  std::span<const std::size_t> keys;
+  std::uint32_t partitions;
+  bool device;
+  BufferResource& br;
+  std::uint32_t seed;
+
+  /// Partitions `piece` and inserts its chunks; the piece is freed once packed.
+  void insert(Table piece) const {
+    detail::check_piece(piece, schema, device);
+    if (piece.num_rows() == 0) return;
+    auto chunks = detail::partitioned(piece.view(), keys, partitions, device, br, seed);
+    piece = Table();
     if (!chunks.empty()) s.insert(std::move(chunks));
   }
-  s.insert_finished();
-}
+  /// insert() of every further piece of `next`, one at a time, then insert_finished().
+  void insert_rest(const TableSource& next) const {
+    while (std::optional<Table> piece = next()) insert(std::move(*piece));
+    s.insert_finished();
+  }
+};
 
 /// `first` and every further piece of `next`, concatenated (on the GPU for device memory).
 Table whole(Table first, const TableSource& next, const Table& schema, bool device,
@@ -257,10 +267,14 @@ JoinPlan hash_join(Communicator& comm, BufferResource& br, const TableSource& le
   Shuffler ls(comm, options.op, plan.partitions, br);
   Shuffler rs(comm, static_cast<OpID>(options.op + 1), plan.partitions, br);
   detail::naming_failed_peers(comm, {&ls, &rs}, [&] {
-    insert_pieces(ls, std::move(l), left, lschema, left_keys, plan.partitions, device, br,
-                  options.seed);
-    insert_pieces(rs, std::move(r), right, rschema, right_keys, plan.partitions, device, br,
-                  options.seed);
+    const Side lside{ls, lschema, left_keys, plan.partitions, device, br, options.seed};
+    const Side rside{rs, rschema, right_keys, plan.partitions, device, br, options.seed};
+    // The right side's first piece goes in first: it then waits for its turn spillable (in the
+    // Shuffler), not whole in this frame while the left side is inserted.
+    rside.insert(std::move(r));
+    lside.insert(std::move(l));
+    lside.insert_rest(left);
+    rside.insert_rest(right);
     join_partitions(comm, br, ls, lschema, left_keys, rs, rschema, right_keys, options.type, plan,
                     out);
   });

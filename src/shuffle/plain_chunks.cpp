@@ -1,6 +1,11 @@
-// The plain-chunk protocol of the Shuffler: each chunk a header message and a payload. The
-// outgoing postbox sends within the send budget; incoming chunks land in the first tier with
-// room (deferred while there is none) and wait in the incoming store until extracted.
+// The plain-chunk protocol of the Shuffler: each chunk (or batch of small ones) a chunks
+// message, a ready message back and a payload. The sender announces its chunks within the send
+// budget and keeps their payloads, spillable, until their owner is ready; the owner reserves a
+// landing in the first tier with room (deferred while there is none, or while the rank's
+// transfer budget is spent), posts the receive and says it is ready; only then is the payload
+// sent. A send in flight thus always has memory waiting for it: it never holds its sender's
+// memory while the receiver's is full of sends of its own (RapidsMPF's ready-for-data). The
+// landed chunks wait in the incoming store until extracted.
 #include "detail/shuffler_impl.hpp"
 
 #include <spillway/core/cuda.hpp>
@@ -41,7 +46,7 @@ void Shuffler::Impl::send_ready() {
       dst = next_dst;
       auto& q = outgoing[static_cast<std::size_t>(dst)];
       const auto fits = [&](std::size_t bytes) {
-        return sends.empty() || send_bytes + bytes <= send_budget;
+        return send_bytes == 0 || send_bytes + bytes <= send_budget;
       };
       if (!fits(q.front().bytes)) return;
       std::size_t bytes = q.front().bytes;
@@ -65,40 +70,82 @@ void Shuffler::Impl::send_ready() {
 }
 
 void Shuffler::Impl::send_chunks(Rank dst, std::vector<Outgoing> batch) {
+  // (Chunks spilled to disk while they waited stay there: they go back to memory when their
+  // owner is ready for them, one message each.)
   std::vector<std::unique_ptr<Buffer>> bufs;
   std::vector<detail::ChunkHeader> chunks;
   for (Outgoing& o : batch) {
     auto buf = outgoing_store.extract(o.key);
-    if (buf->mem_type() == MemoryType::DISK) {  // spilled while waiting: back to memory
-      buf = br.move(std::move(buf), MemoryType::HOST, br.stream());
-    }
     chunks.push_back({o.pid, buf->size(), std::move(o.metadata)});
     bufs.push_back(std::move(buf));
   }
   if (bufs.size() > 1) {
     if (auto payload = gather(chunks, bufs)) {
-      send_payload(dst, chunks, std::move(payload));
+      announce(dst, chunks, std::move(payload));
       return;
     }
   }
   for (std::size_t i = 0; i < bufs.size(); ++i) {
-    send_payload(dst, std::span(chunks).subspan(i, 1), std::move(bufs[i]));
+    announce(dst, std::span(chunks).subspan(i, 1), std::move(bufs[i]));
   }
 }
 
-void Shuffler::Impl::send_payload(Rank dst, std::span<const detail::ChunkHeader> chunks,
-                                  std::unique_ptr<Buffer> payload) {
+void Shuffler::Impl::announce(Rank dst, std::span<const detail::ChunkHeader> chunks,
+                              std::unique_ptr<Buffer> payload) {
   const std::size_t bytes = payload->size();
-  comm.send_message(detail::encode_chunks(chunks), dst, tag(stage_chunk));
-  br.statistics().add_bytes("shuffle-payload-send", static_cast<double>(bytes));
-  sends.push_back(comm.send(std::move(payload), dst, tag(stage_payload)));
+  announced[static_cast<std::size_t>(dst)].push_back(
+      {announced_store.insert(std::move(payload)), bytes});
+  ++announced_count;
   send_bytes += bytes;
+  comm.send_message(detail::encode_chunks(chunks), dst, tag(stage_chunk));
   moved += chunks.size();
+}
+
+void Shuffler::Impl::send_payloads() {
+  while (auto msg = comm.recv_any(tag(stage_ready))) {
+    detail::check_ready(msg->data);
+    const auto src = static_cast<std::size_t>(msg->source);
+    if (readies[src] == announced[src].size()) {
+      SPILLWAY_FAIL("rank " + std::to_string(msg->source) +
+                        " said it was ready for a payload, but none was announced to it",
+                    corrupt_data_error);
+    }
+    ++readies[src];
+    ++moved;
+  }
+  for (std::size_t dst = 0; dst < readies.size(); ++dst) {
+    for (; readies[dst] > 0; --readies[dst]) {
+      Announced& a = announced[dst].front();
+      auto buf = announced_store.extract(a.key);
+      if (!unspill(buf)) {  // no room yet: back in the store, at the head of the line
+        a.key = announced_store.insert(std::move(buf));
+        return;
+      }
+      br.statistics().add_bytes("shuffle-payload-send", static_cast<double>(a.bytes));
+      sends.push_back(comm.send(std::move(buf), static_cast<Rank>(dst), tag(stage_payload)));
+      announced[dst].pop_front();
+      --announced_count;
+      ++moved;
+    }
+  }
+}
+
+bool Shuffler::Impl::unspill(std::unique_ptr<Buffer>& buf) {
+  if (buf->mem_type() != MemoryType::DISK) return true;
+  const MemoryStep step("bringing a spilled chunk back to memory to send it (Shuffler)");
+  const std::size_t bytes = buf->size();
+  auto res = reserve_soon(
+      unspill_since, [&] { return br.reserve_or_spill(MemoryType::HOST, bytes); },
+      [&] { return std::optional(br.reserve(MemoryType::HOST, bytes)); });
+  if (!res) return false;
+  buf = br.move(std::move(buf), *res, br.stream());
+  return true;
 }
 
 std::unique_ptr<Buffer> Shuffler::Impl::gather(std::span<const detail::ChunkHeader> chunks,
                                                std::vector<std::unique_ptr<Buffer>>& bufs) {
   const MemoryType t = bufs.front()->mem_type();
+  if (t == MemoryType::DISK) return nullptr;
   for (const auto& b : bufs) {
     if (b->mem_type() != t) return nullptr;
   }
@@ -159,20 +206,11 @@ std::unique_ptr<Buffer> Shuffler::Impl::gather(std::span<const detail::ChunkHead
 
 std::optional<MemoryReservation> Shuffler::Impl::reserve_landing(std::size_t bytes) {
   const MemoryStep step("landing an incoming chunk (Shuffler)");
-  if (auto res = br.try_reserve_first_fit(landing_order, bytes)) {
-    deferred_since.reset();
-    return res;
-  }
   // Transfers in flight, extractions and spilling free memory soon; a receive that finds
   // none for the communicator's timeout fails the shuffle with the reason.
-  const auto now = std::chrono::steady_clock::now();
-  if (!deferred_since) deferred_since = now;
-  if (now - *deferred_since > comm.timeout()) {
-    auto res = br.reserve_first_fit(landing_order, bytes);  // the limit error, or room at last
-    deferred_since.reset();
-    return res;
-  }
-  return std::nullopt;
+  return reserve_soon(
+      deferred_since, [&] { return br.try_reserve_first_fit(landing_order, bytes); },
+      [&] { return std::optional(br.reserve_first_fit(landing_order, bytes)); });
 }
 
 void Shuffler::Impl::post_receives() {
@@ -193,16 +231,20 @@ void Shuffler::Impl::post_receives() {
     std::lock_guard lock(mutex);
     if (!joined) return;  // the input this rank is still making has its memory first
   }
-  // In arrival order, so that each peer's payloads are received in the order it sent them.
+  // In arrival order, so that each peer's payloads are received (and asked for) in the order
+  // it announced them.
   while (!deferred.empty()) {
     Deferred& d = deferred.front();
     const std::size_t bytes = detail::chunk_offsets(d.chunks).back();
+    auto share = br.transfer_budget().try_take(bytes);
+    if (!share) return;
     auto res = reserve_landing(bytes);
     if (!res) return;
     auto buf = br.allocate(*res, bytes, br.stream());
     count_landing(*buf, bytes);
-    receives.push_back(
-        {comm.recv(d.source, tag(stage_payload), std::move(buf)), std::move(d.chunks)});
+    receives.push_back({comm.recv(d.source, tag(stage_payload), std::move(buf)),
+                        std::move(d.chunks), std::move(*share)});
+    comm.send_message(detail::encode_ready(), d.source, tag(stage_ready));
     deferred.pop_front();
     ++moved;
   }

@@ -70,6 +70,7 @@ ProgressThread::Progress Shuffler::Impl::progress() {
     // The progress thread may serve ranks on other GPUs: work on this rank's.
     if (br.device() >= 0 && cuda::current_device() != br.device()) cuda::set_device(br.device());
     send_ready();
+    send_payloads();
     post_receives();
     read_finishes();
     post_direct();
@@ -77,9 +78,9 @@ ProgressThread::Progress Shuffler::Impl::progress() {
     complete_direct();
     std::lock_guard lock(mutex);
     note_oldest_transfer();
-    if (!inserts_done || outgoing_count != 0 || !sends.empty() || !receives.empty() ||
-        !deferred.empty() || finishes != n || !direct_out.empty() || !direct_sends.empty() ||
-        !direct.empty() || incomplete != 0) {
+    if (!inserts_done || outgoing_count != 0 || announced_count != 0 || !sends.empty() ||
+        !receives.empty() || !deferred.empty() || finishes != n || !direct_out.empty() ||
+        !direct_sends.empty() || !direct.empty() || incomplete != 0) {
       return idle_or_busy(moved_before);
     }
     progress_done = true;

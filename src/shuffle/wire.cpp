@@ -14,6 +14,7 @@ namespace {
 
 constexpr std::uint32_t chunk_magic = 0x48435053;   // "SPCH"
 constexpr std::uint32_t finish_magic = 0x4E465053;  // "SPFN"
+constexpr std::uint32_t ready_magic = 0x44525053;   // "SPRD"
 
 void end(const ByteReader& r) {
   if (r.remaining() != 0) r.fail(std::to_string(r.remaining()) + " trailing bytes");
@@ -51,6 +52,18 @@ std::vector<std::uint8_t> encode_chunks(std::span<const ChunkHeader> chunks) {
   w.put(static_cast<std::uint32_t>(chunks.size()));
   for (const auto& h : chunks) put_header(w, h);
   return w.take();
+}
+
+std::vector<std::uint8_t> encode_ready() {
+  ByteWriter w;
+  w.put(ready_magic);
+  return w.take();
+}
+
+void check_ready(std::span<const std::uint8_t> bytes) {
+  ByteReader r(bytes, "corrupt shuffle ready message: ");
+  if (r.get<std::uint32_t>("magic") != ready_magic) r.fail("bad magic");
+  end(r);
 }
 
 std::vector<ChunkHeader> decode_chunks(std::span<const std::uint8_t> bytes, PartID total) {

@@ -595,17 +595,26 @@ TEST(Shuffler, ARankThatFailsMidShuffleFailsThePeersAndLeavesNoSpillFiles) {
   EXPECT_EQ(left, 0U) << "spill files or directories left in " << dir.path();
 }
 
+// A truncated chunk header, a truncated ready message and a ready message for a payload
+// never announced each fail the shuffle with the reason.
 TEST(Shuffler, CorruptMessagesAreRejected) {
-  test::TempDir dir;
-  BufferResource br(test::host_config(dir.path()));
-  auto comms = LocalCommunicator::create(2);
-  Shuffler s(*comms[0], 1, 2, br);
-  comms[1]->send_message({1, 2, 3}, 0, Tag{1, 0});  // a truncated chunk header
-  try {
-    (void)s.wait_any(std::chrono::seconds(10));
-    ADD_FAILURE() << "accepted";
-  } catch (const corrupt_data_error& e) {
-    EXPECT_NE(std::string(e.what()).find("corrupt shuffle chunk"), std::string::npos) << e.what();
+  const std::vector<std::uint8_t> ready{0x53, 0x50, 0x52, 0x44};  // "SPRD"
+  const std::vector<std::tuple<std::vector<std::uint8_t>, std::uint8_t, std::string>> cases{
+      {{1, 2, 3}, 0, "corrupt shuffle chunk"},
+      {{1, 2, 3}, 3, "corrupt shuffle ready"},
+      {ready, 3, "none was announced to it"}};
+  for (const auto& [message, stage, what] : cases) {
+    test::TempDir dir;
+    BufferResource br(test::host_config(dir.path()));
+    auto comms = LocalCommunicator::create(2);
+    Shuffler s(*comms[0], 1, 2, br);
+    comms[1]->send_message(message, 0, Tag{1, stage});
+    try {
+      (void)s.wait_any(std::chrono::seconds(10));
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const corrupt_data_error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
   }
 }
 

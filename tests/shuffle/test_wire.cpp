@@ -1,6 +1,6 @@
-// The shuffle's wire messages: what is encoded decodes to the same, and bytes that are not a
-// valid message (cut short, wrong magic, a partition out of range, trailing bytes, too many
-// column groups) are a corrupt_data_error naming what is wrong.
+// The shuffle's wire messages (chunks, ready, finish): what is encoded decodes to the same,
+// and bytes that are not a valid message (cut short, wrong magic, a partition out of range,
+// trailing bytes, too many column groups) are a corrupt_data_error naming what is wrong.
 #include <spillway/core/error.hpp>
 
 #include "shuffle/detail/wire.hpp"
@@ -83,4 +83,10 @@ TEST(Wire, BadBytesAreCorruptDataErrors) {
   f.direct_groups = max_direct_groups + 1;
   expect_corrupt([&] { (void)decode_finish(encode_finish(f), 4); }, "too many groups");
   expect_corrupt([&] { (void)decode_finish(chunk, 4); }, "a chunk read as a finish");
+  EXPECT_NO_THROW(check_ready(encode_ready()));
+  auto ready = encode_ready();
+  ready.push_back(0);
+  expect_corrupt([&] { check_ready(ready); }, "a ready message with a trailing byte");
+  expect_corrupt([&] { check_ready(std::span(chunk).first(3)); }, "a ready message cut short");
+  expect_corrupt([&] { check_ready(chunk); }, "a chunk read as a ready message");
 }

@@ -16,6 +16,7 @@
 #include <spillway/memory/resource_adaptor.hpp>
 #include <spillway/memory/spill_files.hpp>
 #include <spillway/memory/spill_manager.hpp>
+#include <spillway/memory/transfer_budget.hpp>
 #include <spillway/stats/statistics.hpp>
 
 #include <array>
@@ -253,6 +254,10 @@ class BufferResource {
   Staging allocate_staging(std::size_t piece, std::size_t granule, std::size_t lanes,
                            Stream stream = {});
 
+  /// The rank's memory that may wait on its peers (see TransferBudget): a quarter of the
+  /// smallest limit of a live memory tier (unlimited when none has one). Shuffles also keep
+  /// their sends in flight within its limit().
+  TransferBudget& transfer_budget() noexcept { return *transfer_budget_; }
   SpillManager& spill_manager() noexcept { return spill_manager_; }
   Statistics& statistics() noexcept { return statistics_; }
   SpillFiles& spill_files() noexcept { return spill_files_; }
@@ -322,6 +327,7 @@ class BufferResource {
   HostMemoryResource* host_mr_{nullptr};      // tiers_[HOST].mr, typed
   PinnedMemoryResource* pinned_mr_{nullptr};  // tiers_[PINNED_HOST].mr, typed (when live)
   SpillFiles spill_files_;
+  std::unique_ptr<TransferBudget> transfer_budget_;  // made once the limits are known
   OwningStream stream_;
   SpillManager spill_manager_;  // last: its background thread stops first
 };

@@ -1,9 +1,9 @@
 #pragma once
 // Private to the shuffle: the Shuffler's state and the steps of its protocols, whose
 // definitions are split by concept: shuffler.cpp (the public calls, finish counting and the
-// progress function), plain_chunks.cpp (the postboxes with the send budget, and the landing of
-// incoming chunks in the first tier with room) and direct_chunks.cpp (chunks received straight
-// into their partition's final buffer).
+// progress function), plain_chunks.cpp (the postboxes with the send budget, each payload sent
+// once its owner is ready for it, and the landing of incoming chunks in the first tier with
+// room) and direct_chunks.cpp (chunks received straight into their partition's final buffer).
 
 #include <spillway/comm/progress_thread.hpp>
 #include <spillway/core/error.hpp>
@@ -36,8 +36,9 @@ struct Shuffler::Impl {
   static constexpr std::uint8_t stage_chunk = 0;
   static constexpr std::uint8_t stage_payload = 1;
   static constexpr std::uint8_t stage_finish = 2;
+  static constexpr std::uint8_t stage_ready = 3;
   static constexpr std::uint8_t stage_direct =
-      3;  // the columns of direct chunks (3 + column group)
+      4;  // the columns of direct chunks (4 + column group)
   /// Column groups insert_finished places a table to hash in (gpu::place_partitions): more start
   /// the first sends sooner, but each repeats the place pass's per-row work and the last ones
   /// finish every partition at about the same time. 20 GiB of 10 int32 columns per rank on 2 x H200
@@ -109,8 +110,11 @@ struct Shuffler::Impl {
         n{c.nranks()},
         outgoing_store{b},
         incoming_store{b},
+        announced_store{b, -1},
         outgoing(static_cast<std::size_t>(c.nranks())),
         sent(static_cast<std::size_t>(c.nranks())),
+        announced(static_cast<std::size_t>(c.nranks())),
+        readies(static_cast<std::size_t>(c.nranks()), 0),
         direct_groups(static_cast<std::size_t>(c.nranks()), 1) {
     for (PartID pid = 0; pid < total; ++pid) {
       const Rank r = own(pid, n);
@@ -200,6 +204,8 @@ struct Shuffler::Impl {
     return moved == moved_before ? ProgressThread::Progress::idle : ProgressThread::Progress::busy;
   }
   void send_ready();
+  /// Sends the payloads whose receivers are ready for them (their ready messages).
+  void send_payloads();
   void post_receives();
   void read_finishes();
   void complete_transfers();
@@ -239,6 +245,26 @@ struct Shuffler::Impl {
   /// Reserves memory for an incoming payload in the first tier with room; nullopt while there
   /// is none (for up to the communicator's timeout, then out_of_memory).
   std::optional<MemoryReservation> reserve_landing(std::size_t bytes);
+  /// Brings `buf` back to host memory when it was spilled to disk (a payload to send): false,
+  /// `buf` untouched, while there is no room (for up to the communicator's timeout, then
+  /// out_of_memory).
+  bool unspill(std::unique_ptr<Buffer>& buf);
+  /// `attempt()`, a reservation that may spill, or nullopt while it gives none: for up to the
+  /// communicator's timeout since `since` (when it first gave none), then `last()`, the limit
+  /// error or room at last.
+  template <typename Attempt, typename Last>
+  std::optional<MemoryReservation> reserve_soon(
+      std::optional<std::chrono::steady_clock::time_point>& since, Attempt&& attempt, Last&& last) {
+    if (auto res = attempt()) {
+      since.reset();
+      return res;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!since) since = now;
+    if (now - *since <= comm.timeout()) return std::nullopt;
+    since.reset();
+    return last();
+  }
 
   Communicator& comm;
   const OpID op;
@@ -252,6 +278,10 @@ struct Shuffler::Impl {
   std::vector<PartID> local;
   SpillableStore outgoing_store;
   SpillableStore incoming_store;
+  /// The payloads announced to their owners, which leave as soon as the owners are ready for
+  /// them: spilled last, after every other store's buffers (a spilled one costs a copy down
+  /// and a slower send; 64 MiB chunks under a device limit on an H200, bench/NOTES.md).
+  SpillableStore announced_store;
 
   struct Outgoing {
     PartID pid;
@@ -259,11 +289,12 @@ struct Shuffler::Impl {
     SpillableStore::Key key;
     std::size_t bytes;
   };
-  /// Sends `batch` (chunks for `dst`) as one message, its payloads gathered, or one message
-  /// each where they cannot be gathered.
+  /// Announces `batch` (chunks for `dst`) as one chunks message, their payloads gathered into
+  /// one, or a message each where they cannot be gathered; the payloads wait in announced_store
+  /// for `dst` to be ready for them.
   void send_chunks(Rank dst, std::vector<Outgoing> batch);
-  void send_payload(Rank dst, std::span<const detail::ChunkHeader> chunks,
-                    std::unique_ptr<Buffer> payload);
+  void announce(Rank dst, std::span<const detail::ChunkHeader> chunks,
+                std::unique_ptr<Buffer> payload);
   /// The payloads of `chunks` in one new buffer of their tier, at their chunk_offsets(), or
   /// null (and `bufs` untouched) where they are in different tiers or there is no room.
   std::unique_ptr<Buffer> gather(std::span<const detail::ChunkHeader> chunks,
@@ -298,16 +329,26 @@ struct Shuffler::Impl {
   std::shared_ptr<const detail::Request> oldest_transfer;
 
   // Used by the progress thread only.
+  /// Payloads announced to a peer, waiting (spillable, in announced_store) for its ready
+  /// message; per destination rank, in the order announced, which is the order it answers in.
+  struct Announced {
+    SpillableStore::Key key;
+    std::size_t bytes;
+  };
+  std::vector<std::deque<Announced>> announced;
+  std::vector<std::size_t> readies;  // per destination: ready messages not yet served
+  std::size_t announced_count{0};
   std::vector<std::unique_ptr<Future>> sends;
-  std::size_t send_bytes{0};  // payload bytes of `sends`
-  /// A send holds its buffer, unspillable, until the peer has taken it: at most this many
-  /// bytes are in flight (always at least one chunk), a quarter of the smallest limit of a
-  /// memory tier; the other chunks wait, spillable, in outgoing_store.
-  std::size_t send_budget{send_budget_of(br)};
+  std::size_t send_bytes{0};  // payload bytes announced and not yet sent (`sends` included)
+  /// At most this many payload bytes are announced and not yet sent (always at least one
+  /// chunk's): the transfer budget's limit (a quarter of the smallest limit of a memory tier).
+  /// The other chunks wait in outgoing_store, one message each; gathered, fewer and larger.
+  std::size_t send_budget{br.transfer_budget().limit()};
   Rank next_dst{0};  // the destination send_ready serves first next time (each in turn)
   struct Receive {
     std::unique_ptr<Future> future;
     std::vector<detail::ChunkHeader> chunks;  // whose payloads it brings, one after another
+    TransferBudget::Share share;              // its landing's memory, waiting on the sender
   };
   std::vector<Receive> receives;
   /// Chunk messages whose payload could not be given memory yet (every tier full of data that
@@ -318,6 +359,7 @@ struct Shuffler::Impl {
   };
   std::deque<Deferred> deferred;
   std::optional<std::chrono::steady_clock::time_point> deferred_since;  // memory short since
+  std::optional<std::chrono::steady_clock::time_point> unspill_since;   // the same, to send
 
   /// A local partition with direct chunks: each sender's rank and layout (from its finish
   /// message), then the final buffer and the transfers into it.
@@ -352,13 +394,6 @@ struct Shuffler::Impl {
   /// wait for.
   std::optional<OwningStream> landing_stream;
 
-  static std::size_t send_budget_of(const BufferResource& b) {
-    std::size_t budget = unlimited_bytes;
-    for (MemoryType t : {MemoryType::DEVICE, MemoryType::PINNED_HOST, MemoryType::HOST}) {
-      if (b.is_live(t) && b.limit(t) != unlimited_bytes) budget = std::min(budget, b.limit(t) / 4);
-    }
-    return budget;
-  }
   ProgressThread::FunctionID function{0};
   /// Things the progress function did (posts, completions, messages read): unchanged over a
   /// call, the call was idle and the progress thread may back off.

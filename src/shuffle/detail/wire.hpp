@@ -4,6 +4,8 @@
 //   chunks: u32 "SPCH" | u32 count (>= 1) | count x (u32 partition, u64 payload bytes,
 //           u32 metadata bytes, metadata): the chunks whose payloads follow as one payload
 //           message, each at its chunk_offsets() place
+//   ready:  u32 "SPRD": the receiver of a chunks message has memory waiting for its payload,
+//           which may now be sent (one per chunks message, in the order they came)
 //   finish: u32 "SPFN" | u32 count | count x (u32 partition, u64 chunks sent) |
 //           u32 direct | direct x (u32 partition, u64 payload bytes, u32 metadata bytes,
 //           metadata): the partitions whose chunk from this rank goes straight into the
@@ -30,6 +32,9 @@ std::vector<std::uint8_t> encode_chunks(std::span<const ChunkHeader> chunks);
 /// @throws spillway::corrupt_data_error naming what is wrong
 std::vector<ChunkHeader> decode_chunks(std::span<const std::uint8_t> bytes,
                                        PartID total_partitions);
+std::vector<std::uint8_t> encode_ready();
+/// @throws spillway::corrupt_data_error naming what is wrong
+void check_ready(std::span<const std::uint8_t> bytes);
 /// Where each chunk of a chunks message starts in its payload, each at a multiple of
 /// chunk_alignment (as a payload allocated on its own starts), then the payload's size.
 std::vector<std::uint64_t> chunk_offsets(std::span<const ChunkHeader> chunks);
