@@ -45,6 +45,11 @@ void Communicator::send_message(std::vector<std::uint8_t> data, Rank dst, Tag ta
   do_send_message(std::move(data), dst, tag);
 }
 
+bool Communicator::has_left(Rank peer) const {
+  check_rank(peer, "has_left");
+  return do_has_left(peer);
+}
+
 void Communicator::check_rank(Rank r, const char* what) const {
   SPILLWAY_EXPECTS(r >= 0 && r < nranks(), std::string(what) + ": rank " + std::to_string(r) +
                                                " does not exist (" + std::to_string(nranks()) +

@@ -254,6 +254,10 @@ void LocalCommunicator::leave() noexcept {
   hub_->cv.notify_all();
 }
 
+bool LocalCommunicator::do_has_left(Rank peer) const noexcept {
+  return hub_->gone[static_cast<std::size_t>(peer)].load();
+}
+
 std::unique_ptr<Future> LocalCommunicator::do_send(std::unique_ptr<Buffer> buffer, Rank dst,
                                                    Tag tag) {
   auto req = std::make_shared<detail::LocalRequest>(true, rank(), dst, tag, buffer.get(), hub_);

@@ -50,8 +50,36 @@ void Shuffler::Impl::read_finishes() {
     for (const auto& [pid, c] : f.counts) expected[pid] += c;
     for (auto& [pid, l] : layouts) direct[pid].sources.emplace_back(msg->source, std::move(l));
     direct_groups[static_cast<std::size_t>(msg->source)] = f.direct_groups;
+    finished_from[static_cast<std::size_t>(msg->source)] = 1;
     finish_counted();
     ++moved;
+  }
+}
+
+std::vector<Rank> Shuffler::Impl::left_while_awaited() const {
+  std::vector<Rank> left;
+  for (Rank r = 0; r < n; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (r != me && (finished_from[i] == 0 || announced[i].size() > readies[i]) &&
+        comm.has_left(r)) {
+      left.push_back(r);
+    }
+  }
+  return left;
+}
+
+void Shuffler::Impl::check_left(const std::vector<Rank>& left) const {
+  for (const Rank r : left) {
+    const auto i = static_cast<std::size_t>(r);
+    const std::size_t unready = announced[i].size() - readies[i];
+    const std::string what = finished_from[i] == 0 ? "it finished inserting"
+                             : unready == 0        ? ""
+                                                   : "it was ready for " + std::to_string(unready) +
+                                                  " payloads announced to it";
+    if (what.empty()) continue;
+    SPILLWAY_FAIL(comm.logger().prefix() + "shuffle op " + std::to_string(op) + ": rank " +
+                      std::to_string(r) + " left the communicator before " + what,
+                  comm_error);
   }
 }
 
@@ -69,6 +97,7 @@ ProgressThread::Progress Shuffler::Impl::progress() {
   try {
     // The progress thread may serve ranks on other GPUs: work on this rank's.
     if (br.device() >= 0 && cuda::current_device() != br.device()) cuda::set_device(br.device());
+    const std::vector<Rank> left = left_while_awaited();
     send_ready();
     send_payloads();
     post_receives();
@@ -76,6 +105,7 @@ ProgressThread::Progress Shuffler::Impl::progress() {
     post_direct();
     complete_transfers();
     complete_direct();
+    check_left(left);
     std::lock_guard lock(mutex);
     note_oldest_transfer();
     if (!inserts_done || outgoing_count != 0 || announced_count != 0 || !sends.empty() ||
@@ -410,9 +440,14 @@ std::string Shuffler::status() const {
     oldest = "; in flight the longest: the " + s.oldest_transfer->describe() + ", for " +
              std::to_string(ms.count()) + " ms";
   }
+  const std::size_t announced = s.announced_count.load();
   return "(" + std::to_string(s.finishes) + " of " + std::to_string(s.n) +
          " ranks finished inserting; " + std::to_string(s.outgoing_count) +
-         " chunks still to send" + oldest + ")" + s.missing();
+         " chunks still to send" +
+         (announced == 0 ? ""
+                         : "; " + std::to_string(announced) +
+                               " payloads announced, waiting for their owners to be ready") +
+         oldest + ")" + s.missing();
 }
 
 Table Shuffler::extract_table(PartID pid, MemoryType to) {

@@ -474,18 +474,64 @@ TEST(Shuffler, ExtractTablePullsSpilledPartitionsIntoTheTierAskedFor) {
   EXPECT_THROW((void)none.extract_table(1, MemoryType::DISK), logic_error);
 }
 
+// The timeout names what is missing, and the chunk announced to rank 1 that waits for rank 1
+// to be ready for it.
 TEST(Shuffler, APeerThatNeverFinishesTimesOut) {
   test::TempDir dir;
   BufferResource br(test::host_config(dir.path()));
   auto comms = LocalCommunicator::create(2);
   comms[0]->set_timeout(std::chrono::milliseconds(500));  // the destructor waits this long
   Shuffler s(*comms[0], 1, 2, br);                        // rank 1 never joins
+  const Table table = random_int32_table(100, 1, 0, 10, 1, br);
+  std::unordered_map<PartID, PackedData> chunks;
+  chunks.emplace(1, pack(table.view(), br));  // partition 1: rank 1's
+  s.insert(std::move(chunks));
   s.insert_finished();
   try {
     (void)s.wait_any(std::chrono::milliseconds(300));
     ADD_FAILURE() << "no timeout";
   } catch (const comm_error& e) {
-    EXPECT_NE(std::string(e.what()).find("1 of 2 ranks finished"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("1 of 2 ranks finished"), std::string::npos) << what;
+    EXPECT_NE(what.find("1 payloads announced, waiting for their owners to be ready"),
+              std::string::npos)
+        << what;
+  }
+}
+
+// A peer that leaves the group (a local rank that failed) while this rank waits on it without a
+// transfer posted, for its finish or its ready for announced payloads, fails the shuffle at
+// once, naming it: not after the timeout (30 s here).
+TEST(Shuffler, APeerThatLeavesFailsTheShuffleAtOnce) {
+  for (const bool announce : {false, true}) {
+    test::TempDir dir;
+    BufferResource br(test::host_config(dir.path()));
+    auto comms = LocalCommunicator::create(2);
+    comms[0]->set_timeout(std::chrono::seconds(30));
+    Shuffler s(*comms[0], 1, 2, br);
+    if (announce) {
+      const Table table = random_int32_table(100, 1, 0, 10, 1, br);
+      std::unordered_map<PartID, PackedData> chunks;
+      chunks.emplace(1, pack(table.view(), br));  // partition 1: rank 1's
+      s.insert(std::move(chunks));
+    }
+    s.insert_finished();
+    if (announce) {  // rank 1's finish (one chunk of partition 0 sent), never a ready message
+      comms[1]->send_message({0x53, 0x50, 0x46, 0x4E, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0,
+                              0,    0,    0,    0,    0, 0, 0, 0, 0, 0, 1, 0, 0, 0},
+                             0, Tag{1, 2});
+    }
+    dynamic_cast<LocalCommunicator&>(*comms[1]).leave();
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      (void)s.wait_any(std::chrono::seconds(20));
+      ADD_FAILURE() << "no error";
+    } catch (const comm_error& e) {
+      const std::string want = announce ? "rank 1 left the communicator before it was ready for 1"
+                                        : "rank 1 left the communicator before it finished";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   }
 }
 

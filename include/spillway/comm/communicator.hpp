@@ -120,6 +120,12 @@ class Communicator {
   std::optional<Message> recv_any(Tag tag) { return do_recv_any(tag); }
   /// Blocks until every rank has called barrier(). @throws spillway::comm_error on timeout
   void barrier() { do_barrier(); }
+  /// Whether `peer` is known to have left the group (a local rank whose communicator left:
+  /// LocalCommunicator::leave), so that what waits on it without a transfer posted (a message
+  /// it will never send) can fail at once. The messages it sent before leaving can still be
+  /// received. False where the transport cannot tell: a transfer's timeout then finds a dead
+  /// peer. @throws spillway::logic_error for a bad rank
+  [[nodiscard]] bool has_left(Rank peer) const;
 
   /// Whether `future` has completed (advancing it). @throws spillway::comm_error if it failed
   bool test(Future& future);
@@ -160,6 +166,7 @@ class Communicator {
   virtual void do_send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) = 0;
   virtual std::optional<Message> do_recv_any(Tag tag) = 0;
   virtual void do_barrier() = 0;
+  [[nodiscard]] virtual bool do_has_left(Rank /*peer*/) const noexcept { return false; }
 
   /// Throws spillway::logic_error unless 0 <= r < nranks().
   void check_rank(Rank r, const char* what) const;

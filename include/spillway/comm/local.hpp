@@ -40,6 +40,7 @@ class LocalCommunicator final : public Communicator {
   void do_send_message(std::vector<std::uint8_t> data, Rank dst, Tag tag) override;
   std::optional<Message> do_recv_any(Tag tag) override;
   void do_barrier() override;
+  [[nodiscard]] bool do_has_left(Rank peer) const noexcept override;
 
   /// Matches `req` with the other side or queues it.
   std::unique_ptr<Future> post(std::shared_ptr<detail::LocalRequest> req,

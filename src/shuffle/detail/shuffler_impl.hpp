@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -115,6 +116,7 @@ struct Shuffler::Impl {
         sent(static_cast<std::size_t>(c.nranks())),
         announced(static_cast<std::size_t>(c.nranks())),
         readies(static_cast<std::size_t>(c.nranks()), 0),
+        finished_from(static_cast<std::size_t>(c.nranks()), 0),
         direct_groups(static_cast<std::size_t>(c.nranks()), 1) {
     for (PartID pid = 0; pid < total; ++pid) {
       const Rank r = own(pid, n);
@@ -203,6 +205,13 @@ struct Shuffler::Impl {
   [[nodiscard]] ProgressThread::Progress idle_or_busy(std::size_t moved_before) const {
     return moved == moved_before ? ProgressThread::Progress::idle : ProgressThread::Progress::busy;
   }
+  /// The peers that have left (Communicator::has_left) while this rank waits on them without
+  /// a transfer posted: for their finish message, or for their ready for payloads announced to
+  /// them. Taken before their messages are read, which a peer sent before it left.
+  [[nodiscard]] std::vector<Rank> left_while_awaited() const;
+  /// Fails the shuffle if one of `left` (left_while_awaited) is still awaited after its
+  /// messages were read: it will never send what is missing.
+  void check_left(const std::vector<Rank>& left) const;
   void send_ready();
   /// Sends the payloads whose receivers are ready for them (their ready messages).
   void send_payloads();
@@ -336,8 +345,9 @@ struct Shuffler::Impl {
     std::size_t bytes;
   };
   std::vector<std::deque<Announced>> announced;
-  std::vector<std::size_t> readies;  // per destination: ready messages not yet served
-  std::size_t announced_count{0};
+  std::vector<std::size_t> readies;             // per destination: ready messages not yet served
+  std::atomic<std::size_t> announced_count{0};  // (also read by status())
+  std::vector<std::uint8_t> finished_from;      // per rank: its finish message was read
   std::vector<std::unique_ptr<Future>> sends;
   std::size_t send_bytes{0};  // payload bytes announced and not yet sent (`sends` included)
   /// At most this many payload bytes are announced and not yet sent (always at least one
