@@ -60,10 +60,7 @@ std::vector<Rank> Shuffler::Impl::left_while_awaited() const {
   std::vector<Rank> left;
   for (Rank r = 0; r < n; ++r) {
     const auto i = static_cast<std::size_t>(r);
-    if (r != me && (finished_from[i] == 0 || announced[i].size() > readies[i]) &&
-        comm.has_left(r)) {
-      left.push_back(r);
-    }
+    if (r != me && awaits(i) && comm.has_left(r)) left.push_back(r);
   }
   return left;
 }
@@ -71,12 +68,12 @@ std::vector<Rank> Shuffler::Impl::left_while_awaited() const {
 void Shuffler::Impl::check_left(const std::vector<Rank>& left) const {
   for (const Rank r : left) {
     const auto i = static_cast<std::size_t>(r);
-    const std::size_t unready = announced[i].size() - readies[i];
-    const std::string what = finished_from[i] == 0 ? "it finished inserting"
-                             : unready == 0        ? ""
-                                                   : "it was ready for " + std::to_string(unready) +
-                                                  " payloads announced to it";
-    if (what.empty()) continue;
+    if (!awaits(i)) continue;
+    const std::string what = finished_from[i] == 0
+                                 ? "it finished inserting"
+                                 : "it was ready for " +
+                                       std::to_string(announced[i].size() - readies[i]) +
+                                       " payloads announced to it";
     SPILLWAY_FAIL(comm.logger().prefix() + "shuffle op " + std::to_string(op) + ": rank " +
                       std::to_string(r) + " left the communicator before " + what,
                   comm_error);

@@ -13,6 +13,7 @@
 #include <spillway/table/partition.hpp>
 
 #include "common.hpp"
+#include "shuffle/detail/wire.hpp"
 #include "shuffle/shuffle_common.hpp"
 
 #include <filesystem>
@@ -517,9 +518,9 @@ TEST(Shuffler, APeerThatLeavesFailsTheShuffleAtOnce) {
     }
     s.insert_finished();
     if (announce) {  // rank 1's finish (one chunk of partition 0 sent), never a ready message
-      comms[1]->send_message({0x53, 0x50, 0x46, 0x4E, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0,
-                              0,    0,    0,    0,    0, 0, 0, 0, 0, 0, 1, 0, 0, 0},
-                             0, Tag{1, 2});
+      comms[1]->send_message(
+          detail::encode_finish({.counts = {{0, 1}}, .direct = {}, .direct_groups = 1}), 0,
+          Tag{1, 2});
     }
     dynamic_cast<LocalCommunicator&>(*comms[1]).leave();
     const auto start = std::chrono::steady_clock::now();
@@ -644,7 +645,7 @@ TEST(Shuffler, ARankThatFailsMidShuffleFailsThePeersAndLeavesNoSpillFiles) {
 // A truncated chunk header, a truncated ready message and a ready message for a payload
 // never announced each fail the shuffle with the reason.
 TEST(Shuffler, CorruptMessagesAreRejected) {
-  const std::vector<std::uint8_t> ready{0x53, 0x50, 0x52, 0x44};  // "SPRD"
+  const std::vector<std::uint8_t> ready = detail::encode_ready();
   const std::vector<std::tuple<std::vector<std::uint8_t>, std::uint8_t, std::string>> cases{
       {{1, 2, 3}, 0, "corrupt shuffle chunk"},
       {{1, 2, 3}, 3, "corrupt shuffle ready"},

@@ -212,6 +212,11 @@ struct Shuffler::Impl {
   /// Fails the shuffle if one of `left` (left_while_awaited) is still awaited after its
   /// messages were read: it will never send what is missing.
   void check_left(const std::vector<Rank>& left) const;
+  /// Whether this rank waits on rank `i` for a message: its finish, or its ready for payloads
+  /// announced to it.
+  [[nodiscard]] bool awaits(std::size_t i) const {
+    return finished_from[i] == 0 || announced[i].size() > readies[i];
+  }
   void send_ready();
   /// Sends the payloads whose receivers are ready for them (their ready messages).
   void send_payloads();
