@@ -193,6 +193,33 @@ TEST_F(GpuTable, OneFixedWidthKeyEqualsTheCpuByteForByte) {
   expect_same_packs(cpu, gpu_parts);
 }
 
+// Columns of at most 4 bytes at 1024 and 4096 partitions: the wide pass stages a whole tile of
+// a column with each value's partition beside it (at 4096 the tile takes nearly all of a
+// block's shared memory), with nulls in every column.
+TEST_F(GpuTable, NarrowColumnsAtManyPartitionsEqualTheCpu) {
+  RandomTableOptions o;
+  o.rows = 200003;
+  o.types = {TypeId::INT32, TypeId::INT8, TypeId::FLOAT32, TypeId::INT16, TypeId::UINT32};
+  o.null_fraction = 0.1;
+  o.key_cardinality = 100000;
+  o.seed = 4;
+  const Table h = random_table(o, br);
+  const Table d = on_device(h);
+  const std::vector<std::size_t> keys{0};
+  for (std::size_t parts : {1024, 4096}) {
+    SCOPED_TRACE(std::to_string(parts) + " parts");
+    auto cpu = partition_and_pack(h.view(), keys, parts, br, 8);
+    auto gpu_parts = gpu::partition_and_pack(d.view(), keys, parts, br, stream, 8);
+    for (auto& p : gpu_parts) p = to_host(std::move(p));
+    expect_same_packs(cpu, gpu_parts);
+    const PartitionedTable cpu_table = hash_partition(h.view(), keys, parts, br, 8);
+    const PartitionedTable gpu_table = gpu::hash_partition(d.view(), keys, parts, br, stream, 8);
+    EXPECT_EQ(cpu_table.offsets, gpu_table.offsets);
+    const Table back = on_host(gpu_table.table);
+    expect_same_bytes(cpu_table.table.view(), back.view());
+  }
+}
+
 // PartitionPlan places groups of columns, in any order, each into its own output: together
 // the same bytes as hash_partition, at 1, 2 (the warp-split place pass), 5 and 70000 (32-bit
 // partition ids) partitions.

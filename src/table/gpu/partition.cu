@@ -15,13 +15,15 @@
 //  3. place: each block takes its tile's cursors into shared memory (up to 4096 partitions),
 //     walks its tile again in sub-tiles of 2048 rows, sorts the sub-tile's
 //     rows by partition with a stable block radix sort (so rows keep their input order within
-//     a partition, exactly as on the CPU), loads a group of columns' sub-tiles into shared
-//     memory (cp.async) and writes them out in sorted order: consecutive threads write
-//     consecutive rows of one partition, so the stores are coalesced. From 512 partitions
+//     a partition, exactly as on the CPU), loads a group of columns' sub-tiles and their
+//     destinations into shared memory (cp.async) and writes them out in sorted order:
+//     consecutive threads write consecutive rows of one partition, so the stores are
+//     coalesced. From 512 partitions
 //     (wide_partitions) the sorted sub-tiles' runs are too short: the sort runs once to give
 //     each row its rank in its tile's partitioned order, and then each column goes through
-//     shared memory a tile at a time in that order (staged_scatter_kernel; where a tile does
-//     not fit, each row straight to its place, scatter_kernel).
+//     shared memory a tile at a time in that order, each value's partition beside it
+//     (staged_scatter_kernel; where a tile does not fit, each row straight to its place,
+//     scatter_kernel).
 // The host side of the passes is in detail/partition_passes.cuh, PartitionPlan in
 // partition_plan.cu. STRING columns take two more kernels: each row's position in partitioned
 // order, a scan of the lengths in that order, and a copy of the characters. PartitionPlan runs pass
@@ -112,11 +114,11 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
     after();
     return;
   }
-  auto d_dest = detail::to_device(dest, br, stream);
+  const DeviceDests d_dest = upload_dests(dest, br, stream);
   const auto* cols = as<const DeviceColumn>(*d_cols);
-  const auto* d = as<const Dest>(*d_dest);
+  const Dest* d = d_dest.dest;
   if (parts < wide_partitions) {
-    place_rows(counted, as<std::uint32_t>(hist), cols, ncols, d, stream);
+    place_rows(counted, as<std::uint32_t>(hist), cols, ncols, d_dest, stream);
   } else if (pos) {  // found for the STRING columns already
     scatter_rows(counted, as<const std::uint32_t>(*pos), 0, rows, cols, ncols, d, contiguous,
                  stream);
@@ -129,7 +131,7 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
     string_kernel<PidT><<<detail::blocks_for(rows, block_threads), block_threads, 0, raw(stream)>>>(
         detail::to_device_column(table.columns[c]), c, rows, static_cast<std::uint32_t>(parts),
         as<const PidT>(pid), as<const std::uint32_t>(*pos), as<const std::uint32_t>(starts),
-        as<const std::uint64_t>(*char_pos[c]), as<const Dest>(*d_dest));
+        as<const std::uint64_t>(*char_pos[c]), d);
     check_launch();
   }
   SPILLWAY_NVTX_RANGE("partition: host work beside the kernels");

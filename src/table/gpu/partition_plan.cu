@@ -72,7 +72,7 @@ void PartitionPlan::place(std::size_t first, std::size_t last, std::span<std::by
       dest.push_back(Dest{outs[c - first] + s.offsets[p] * width, nullptr, nullptr, 0, 0});
     }
   }
-  auto d_dest = detail::to_device(dest, s.br, stream);
+  const DeviceDests d_dest = upload_dests(dest, s.br, stream);
   std::visit(
       [&](const auto& c) {
         const auto* cols = as<const DeviceColumn>(*s.columns) + first;
@@ -91,11 +91,11 @@ void PartitionPlan::place(std::size_t first, std::size_t last, std::span<std::by
           if (staged) {
             staged_scatter(c, cursors, as<const std::uint32_t>(*s.pos),
                            as<const std::uint32_t>(*s.tile_offsets), 0, c.tl.tiles, cols,
-                           last - first, widest, as<const Dest>(*d_dest),
+                           last - first, widest, d_dest.dest,
                            /*contiguous=*/true, stream);
           } else {
             scatter_rows(c, as<const std::uint32_t>(*s.pos), 0, c.tl.rows, cols, last - first,
-                         as<const Dest>(*d_dest), /*contiguous=*/true, stream);
+                         d_dest.dest, /*contiguous=*/true, stream);
           }
           return;
         }
@@ -106,8 +106,8 @@ void PartitionPlan::place(std::size_t first, std::size_t last, std::span<std::by
           cuda::memcpy_async(copy->data(), c.hist->data(), c.hist->size(), stream);
         }
         place_rows(c, as<std::uint32_t>(copy ? *copy : *c.hist),
-                   as<const DeviceColumn>(*s.columns) + first, last - first,
-                   as<const Dest>(*d_dest), stream, /*wide_split=*/true);
+                   as<const DeviceColumn>(*s.columns) + first, last - first, d_dest, stream,
+                   /*wide_split=*/true);
       },
       s.counted);
 }

@@ -4,6 +4,8 @@
 
 #include "table/gpu/detail/partition_tiling.cuh"
 
+#include <cub/block/block_scan.cuh>
+
 namespace spillway::gpu {
 
 namespace {  // (one translation unit includes it: partition.cu)
@@ -30,12 +32,20 @@ __device__ void add_counts(const std::uint32_t (&p)[Items], const Tiling& tl, st
     }
     return;
   }
+  if (tl.shared_counts()) {  // one shared-memory atomic per row: __match_any_sync per row
+                             // made the pass compute-bound (232 us at 64 partitions against
+                             // 53 us for the warp sums at 2)
+#pragma unroll
+    for (unsigned i = 0; i < Items; ++i) {
+      if (p[i] != no_partition) atomicAdd(&counts[p[i]], 1U);
+    }
+    return;
+  }
 #pragma unroll
   for (unsigned i = 0; i < Items; ++i) {  // one atomic per partition and warp, not per row
     const unsigned peers = __match_any_sync(full_mask, p[i]);
     if (p[i] != no_partition && lane == static_cast<unsigned>(__ffs(peers) - 1)) {
-      atomicAdd(tl.shared_counts() ? &counts[p[i]] : &hist[tl.at(t, p[i])],
-                static_cast<std::uint32_t>(__popc(peers)));
+      atomicAdd(&hist[tl.at(t, p[i])], static_cast<std::uint32_t>(__popc(peers)));
     }
   }
 }
@@ -132,49 +142,76 @@ __global__ void __launch_bounds__(block_threads)
   finish_counts(tl, t, counts, hist);
 }
 
-/// Tiles per chunk of the scan of the counts: the scan's blocks each take a chunk of tiles
-/// and up to block_threads partitions, one thread per partition walking down the chunk, so
-/// every read and write of the counts is a run over consecutive partitions.
-constexpr std::size_t scan_tiles = 32;
+/// The scan of the counts works on chunks of consecutive tiles: its first and last steps give
+/// each thread one partition of one chunk, walking down the chunk's tiles, so that every read
+/// and write of the counts is a run over consecutive partitions. scan_threads_wanted threads
+/// keep the GPU's memory busy; a chunk takes at least scan_min_tiles tiles.
+constexpr std::size_t scan_threads_wanted = std::size_t{1} << 18;
+constexpr std::size_t scan_min_tiles = 4;
 
-/// Scan, step 1: sums[chunk * parts + p] = chunk's rows of partition p.
-__global__ void chunk_sums_kernel(const std::uint32_t* counts, Tiling tl, std::uint32_t* sums) {
+/// Tiles per chunk of the scan (a single thread walking a long chunk is latency-bound: one
+/// block per partition scanning 512 chunks took 98 us at 64 partitions, 16384 tiles).
+inline std::size_t scan_tiles(const Tiling& tl) {
+  const std::size_t want_chunks = std::max<std::size_t>(1, scan_threads_wanted / tl.parts);
+  constexpr std::size_t max_chunks = 65535;  // the grid's y dimension
+  return std::max({scan_min_tiles, (tl.tiles + want_chunks - 1) / want_chunks,
+                   (tl.tiles + max_chunks - 1) / max_chunks});
+}
+
+/// The scan's threads per block for the chunk steps: the partitions, in whole warps, up to
+/// block_threads (with two partitions, 256-thread blocks would leave 254 threads idle).
+inline unsigned scan_block(const Tiling& tl) {
+  return static_cast<unsigned>(
+      std::min<std::size_t>(block_threads, (std::size_t{tl.parts} + 31) / 32 * 32));
+}
+
+/// Scan, step 1: sums[chunk * parts + p] = chunk's rows of partition p (chunks of `per` tiles).
+__global__ void chunk_sums_kernel(const std::uint32_t* counts, Tiling tl, std::size_t per,
+                                  std::uint32_t* sums) {
   const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
   if (p >= tl.parts) return;
-  const std::size_t first = blockIdx.y * scan_tiles;
-  const std::size_t last = min(tl.tiles, first + scan_tiles);
+  const std::size_t first = blockIdx.y * per;
+  const std::size_t last = min(tl.tiles, first + per);
   std::uint32_t sum = 0;
   for (std::size_t t = first; t < last; ++t) sum += counts[tl.at(t, p)];
   sums[blockIdx.y * std::size_t{tl.parts} + p] = sum;
 }
 
-/// Scan, step 2: each chunk's sums become the rows of its partition in the chunks before it;
-/// totals[p] = the partition's rows (totals has parts + 1 entries, the last set to 0, so that
-/// its exclusive sum is the partition starts with the row count last).
-__global__ void chunk_scan_kernel(std::uint32_t* sums, Tiling tl, std::size_t chunks,
-                                  std::uint32_t* totals) {
-  const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
-  if (p > tl.parts) return;
+/// Scan, step 2, one block per partition p (blockIdx.x): the chunks' sums of p become the
+/// rows of p in the chunks before each; totals[p] = the partition's rows. Block parts (one
+/// more) sets totals[parts] = 0, so that the exclusive sum of totals is the partition starts
+/// with the row count last.
+__global__ void __launch_bounds__(block_threads)
+    chunk_scan_kernel(std::uint32_t* sums, Tiling tl, std::size_t chunks, std::uint32_t* totals) {
+  using Scan = cub::BlockScan<std::uint32_t, block_threads>;
+  __shared__ typename Scan::TempStorage temp;
+  const std::uint32_t p = blockIdx.x;
   if (p == tl.parts) {
-    totals[p] = 0;
+    if (threadIdx.x == 0) totals[p] = 0;
     return;
   }
   std::uint32_t run = 0;
-  for (std::size_t c = 0; c < chunks; ++c) {
-    const std::uint32_t v = sums[c * tl.parts + p];
-    sums[c * tl.parts + p] = run;
-    run += v;
+  for (std::size_t base = 0; base < chunks; base += block_threads) {
+    const std::size_t c = base + threadIdx.x;
+    const std::uint32_t v = c < chunks ? sums[c * tl.parts + p] : 0;
+    std::uint32_t before = 0;
+    std::uint32_t total = 0;
+    Scan(temp).ExclusiveSum(v, before, total);
+    if (c < chunks) sums[c * tl.parts + p] = run + before;
+    run += total;
+    __syncthreads();  // `temp` is reused by the next round
   }
-  totals[p] = run;
+  if (threadIdx.x == 0) totals[p] = run;
 }
 
 /// Scan, step 3: counts[at(t, p)] becomes the rows of partition p in the tiles before t: the
 /// tile's first place in the partition (its cursor, relative to the partition's start).
-__global__ void cursors_kernel(std::uint32_t* counts, Tiling tl, const std::uint32_t* sums) {
+__global__ void cursors_kernel(std::uint32_t* counts, Tiling tl, std::size_t per,
+                               const std::uint32_t* sums) {
   const std::uint32_t p = blockIdx.x * blockDim.x + threadIdx.x;
   if (p >= tl.parts) return;
-  const std::size_t first = blockIdx.y * scan_tiles;
-  const std::size_t last = min(tl.tiles, first + scan_tiles);
+  const std::size_t first = blockIdx.y * per;
+  const std::size_t last = min(tl.tiles, first + per);
   std::uint32_t run = sums[blockIdx.y * std::size_t{tl.parts} + p];
   for (std::size_t t = first; t < last; ++t) {
     const std::uint32_t v = counts[tl.at(t, p)];

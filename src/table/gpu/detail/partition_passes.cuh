@@ -11,10 +11,12 @@
 #include "table/gpu/detail/count_kernels.cuh"
 #include "table/gpu/detail/device_column.cuh"
 #include "table/gpu/detail/place_kernels.cuh"
+#include "table/gpu/detail/scatter_kernels.cuh"
 
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <vector>
@@ -55,6 +57,31 @@ std::vector<DeviceColumn> device_columns(const TableView& t) {
   return cols;
 }
 
+/// The destinations on the device: dest[c * parts + p] (Dest), and each one's `data` alone in
+/// a dense array right after them, of which the place pass copies a group of columns' worth
+/// into shared memory per sub-tile (8 bytes each, not a sector of the Dests' 40-byte stride).
+struct DeviceDests {
+  std::unique_ptr<Buffer> buffer;
+  const Dest* dest = nullptr;
+  std::byte* const* data = nullptr;
+};
+
+DeviceDests upload_dests(const std::vector<Dest>& dest, BufferResource& br, Stream stream) {
+  const std::size_t n = dest.size();
+  std::vector<std::byte> bytes(n * (sizeof(Dest) + sizeof(std::byte*)));
+  std::memcpy(bytes.data(), dest.data(), n * sizeof(Dest));
+  for (std::size_t i = 0; i < n; ++i) {
+    std::memcpy(bytes.data() + n * sizeof(Dest) + i * sizeof(std::byte*), &dest[i].data,
+                sizeof(std::byte*));
+  }
+  DeviceDests out;
+  out.buffer = detail::to_device(bytes, br, stream);
+  out.dest = as<const Dest>(*out.buffer);
+  out.data = reinterpret_cast<std::byte* const*>(static_cast<std::byte*>(out.buffer->data()) +
+                                                 n * sizeof(Dest));
+  return out;
+}
+
 /// What the host learns after the counting pass.
 struct Sizes {
   std::vector<std::uint32_t> starts;              // parts + 1: partition p is [starts[p], [p+1])
@@ -78,24 +105,25 @@ struct Counted {
 /// within their partitions, `starts` (parts + 1) the partition starts.
 void scan_counts(const Tiling& tl, std::uint32_t* counts, std::uint32_t* starts, BufferResource& br,
                  Stream stream) {
-  const std::size_t chunks = (tl.tiles + scan_tiles - 1) / scan_tiles;
+  const std::size_t per = scan_tiles(tl);
+  const std::size_t chunks = (tl.tiles + per - 1) / per;
   SPILLWAY_EXPECTS(chunks <= 65535, "too many rows for one GPU partitioning call");
   auto sums =
       br.allocate(MemoryType::DEVICE,
                   std::max<std::size_t>(1, chunks * tl.parts) * sizeof(std::uint32_t), stream);
-  const dim3 grid(detail::blocks_for(tl.parts, block_threads), static_cast<unsigned>(chunks));
+  const unsigned threads = scan_block(tl);
+  const dim3 grid(detail::blocks_for(tl.parts, threads), static_cast<unsigned>(chunks));
   if (chunks > 0) {
-    chunk_sums_kernel<<<grid, block_threads, 0, raw(stream)>>>(counts, tl,
-                                                               as<std::uint32_t>(*sums));
+    chunk_sums_kernel<<<grid, threads, 0, raw(stream)>>>(counts, tl, per, as<std::uint32_t>(*sums));
     check_launch();
   }
-  chunk_scan_kernel<<<detail::blocks_for(tl.parts + 1, block_threads), block_threads, 0,
-                      raw(stream)>>>(as<std::uint32_t>(*sums), tl, chunks, starts);
+  chunk_scan_kernel<<<tl.parts + 1, block_threads, 0, raw(stream)>>>(as<std::uint32_t>(*sums), tl,
+                                                                     chunks, starts);
   check_launch();
   exclusive_sum(starts, tl.parts + 1, br, stream);
   if (chunks > 0) {
-    cursors_kernel<<<grid, block_threads, 0, raw(stream)>>>(counts, tl,
-                                                            as<const std::uint32_t>(*sums));
+    cursors_kernel<<<grid, threads, 0, raw(stream)>>>(counts, tl, per,
+                                                      as<const std::uint32_t>(*sums));
     check_launch();
   }
 }
@@ -157,26 +185,27 @@ bool advances(const Counted<PidT>& counted, bool wide_split) {
 template <typename PidT, bool Positions>
 void launch_place(const Counted<PidT>& counted, std::size_t first_tile, std::size_t tiles,
                   std::uint32_t* cursors, std::uint32_t* pos, const DeviceColumn* cols,
-                  std::size_t ncols, const Dest* dest, Stream stream,
+                  std::size_t ncols, const DeviceDests* dests, Stream stream,
                   const std::uint32_t* tile_offsets = nullptr) {
   const Tiling& tl = counted.tl;
   if (tiles == 0) return;
-  const std::size_t smem = place_cursor_bytes(tl);
+  const std::size_t smem = place_shared_bytes(tl, Positions, ncols);
   auto* kernel = &place_kernel<PidT, Positions>;
   SPILLWAY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
   kernel<<<static_cast<unsigned>(tiles), block_threads, smem, raw(stream)>>>(
       as<const PidT>(*counted.pid), tl, first_tile, cursors,
       as<const std::uint32_t>(*counted.starts), tile_offsets, pos, cols,
-      static_cast<std::uint32_t>(ncols), dest);
+      static_cast<std::uint32_t>(ncols), dests ? dests->dest : nullptr,
+      dests ? dests->data : nullptr);
   check_launch();
 }
 
 /// Whether the wide pass 3 stages its columns (staged_scatter_kernel) for columns up to
 /// `max_width` bytes: cursors in shared memory and a tile's values within staged_max_bytes.
 bool stages(const Tiling& tl, std::size_t max_width) {
-  return tl.shared_counts() &&
-         staged_bytes(tl, std::max<std::size_t>(1, max_width)) <= staged_max_bytes;
+  return tl.shared_counts() && staged_bytes<std::uint16_t>(tl, std::max<std::size_t>(1, max_width),
+                                                           false) <= staged_max_bytes();
 }
 
 /// The tiles' offsets for staged_scatter_kernel (`cursors` as the scan left them).
@@ -203,9 +232,13 @@ void staged_scatter(const Counted<PidT>& counted, const std::uint32_t* cursors,
                     std::size_t max_width, const Dest* dest, bool contiguous, Stream stream) {
   if (tiles == 0 || ncols == 0) return;
   const Tiling& tl = counted.tl;
-  const std::size_t smem = staged_bytes(tl, std::max<std::size_t>(1, max_width));
-  auto* kernel =
-      contiguous ? &staged_scatter_kernel<PidT, true> : &staged_scatter_kernel<PidT, false>;
+  const std::size_t width = std::max<std::size_t>(1, max_width);
+  const bool labels = staged_bytes<PidT>(tl, width, true) <= staged_max_bytes();
+  const std::size_t smem = staged_bytes<PidT>(tl, width, labels);
+  auto* kernel = contiguous ? (labels ? &staged_scatter_kernel<PidT, true, true>
+                                      : &staged_scatter_kernel<PidT, true, false>)
+                            : (labels ? &staged_scatter_kernel<PidT, false, true>
+                                      : &staged_scatter_kernel<PidT, false, false>);
   SPILLWAY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(ncols));
@@ -274,7 +307,9 @@ std::size_t max_width(const TableView& t, std::size_t first, std::size_t last) {
 
 template <typename PidT>
 void place_rows(const Counted<PidT>& counted, std::uint32_t* cursors, const DeviceColumn* cols,
-                std::size_t ncols, const Dest* dest, Stream stream, bool wide_split = false) {
+                std::size_t ncols, const DeviceDests& dests, Stream stream,
+                bool wide_split = false) {
+  const Dest* dest = dests.dest;
   const Tiling& tl = counted.tl;
   const auto blocks = static_cast<unsigned>(tl.tiles);
   const auto* pid = as<const PidT>(*counted.pid);
@@ -286,7 +321,7 @@ void place_rows(const Counted<PidT>& counted, std::uint32_t* cursors, const Devi
     split_place_kernel<PidT, plan_split_partitions>
         <<<blocks, block_threads, 0, raw(stream)>>>(pid, tl, cursors, cols, n, dest);
   } else {
-    launch_place<PidT, false>(counted, 0, tl.tiles, cursors, nullptr, cols, ncols, dest, stream);
+    launch_place<PidT, false>(counted, 0, tl.tiles, cursors, nullptr, cols, ncols, &dests, stream);
     return;
   }
   check_launch();

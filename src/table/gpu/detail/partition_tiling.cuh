@@ -95,6 +95,12 @@ struct Tiling {
   [[nodiscard]] std::size_t counts() const { return tiles * parts; }
 };
 
+/// Sets the validity bit of the row at place `at` of partition destination `d`.
+__device__ inline void set_valid(const Dest& d, std::uint32_t at) {
+  const std::uint64_t bit = d.mask_bit + at;
+  atomicOr(d.mask + bit / 32, 1U << (bit % 32));
+}
+
 }  // namespace
 
 }  // namespace spillway::gpu

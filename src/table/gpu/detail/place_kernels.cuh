@@ -1,6 +1,7 @@
 #pragma once
 // Pass 3 of hash partitioning on the GPU (see partition.cu): every row's values to its place
-// in its partition, and the STRING columns' kernels.
+// in its partition (below wide_partitions; scatter_kernels.cuh has the wide pass's scatters),
+// and the STRING columns' kernels.
 
 #include "table/gpu/detail/partition_tiling.cuh"
 
@@ -14,9 +15,24 @@ namespace spillway::gpu {
 
 namespace {  // (one translation unit includes it: partition.cu)
 
+/// The fixed-width columns place_kernel stages together at most (their destinations are
+/// in shared memory while they are placed).
+constexpr std::uint32_t max_group_columns = 4;
+
 /// The shared memory place_kernel takes beyond its static part: the tile's cursors.
-inline std::size_t place_cursor_bytes(const Tiling& tl) {
-  return tl.shared_counts() ? std::size_t{tl.parts} * sizeof(std::uint32_t) : 0;
+__host__ __device__ inline std::size_t place_cursor_bytes(const Tiling& tl) {
+  return tl.shared_counts() ? (std::size_t{tl.parts} * sizeof(std::uint32_t) + 7) / 8 * 8 : 0;
+}
+/// Columns up to which place_kernel keeps their descriptions in shared memory (it reads them
+/// per group and sub-tile: as global loads they were ~9% of its stall samples at 64
+/// partitions).
+constexpr std::uint32_t shared_columns = 256;
+/// ... and, placing columns, a group's destinations (max_group_columns x partitions) and the
+/// columns' descriptions (up to shared_columns).
+inline std::size_t place_shared_bytes(const Tiling& tl, bool positions, std::size_t ncols) {
+  if (positions) return place_cursor_bytes(tl);
+  return place_cursor_bytes(tl) + std::size_t{max_group_columns} * tl.parts * sizeof(std::byte*) +
+         (ncols <= shared_columns ? ncols * sizeof(DeviceColumn) : 0);
 }
 /// Whether place_kernel advances the cursors in global memory (each launch needs a copy).
 inline bool place_advances(const Tiling& tl) {
@@ -67,22 +83,17 @@ __device__ void stage_column(std::byte* stage, const T* col, std::uint32_t n) {
 
 /// Copies a staged column to its partitions in sorted order: consecutive threads store
 /// consecutive rows of one partition (coalesced), reading shared memory in the sorted order.
+/// `to[p]`: partition p's destination (in shared memory).
 template <typename T>
 __device__ void place_staged(const Placement& pl, const std::byte* stage, std::uint32_t n,
-                             const Dest* dest) {
+                             std::byte* const* to) {
   const T* values = reinterpret_cast<const T*>(stage);
 #pragma unroll
   for (unsigned i = 0; i < place_items; ++i) {
     if (threadIdx.x + i * block_threads < n) {
-      reinterpret_cast<T*>(dest[pl.pid[i]].data)[pl.at[i]] = values[pl.src[i]];
+      reinterpret_cast<T*>(to[pl.pid[i]])[pl.at[i]] = values[pl.src[i]];
     }
   }
-}
-
-/// Sets the validity bit of the row at place `at` of partition destination `d`.
-__device__ inline void set_valid(const Dest& d, std::uint32_t at) {
-  const std::uint64_t bit = d.mask_bit + at;
-  atomicOr(d.mask + bit / 32, 1U << (bit % 32));
 }
 
 /// Sets the validity bits of a nullable column's rows of the sub-tile in their partitions.
@@ -104,10 +115,11 @@ __device__ std::uint32_t next_fixed(const DeviceColumn* cols, std::uint32_t ncol
 }
 
 /// The end of the group that starts at fixed-width column `c`: it and the fixed-width columns
-/// right after it whose sub-tiles fit one stage together.
+/// right after it whose sub-tiles fit one stage together, max_group_columns at most.
 __device__ std::uint32_t group_end(const DeviceColumn* cols, std::uint32_t ncols, std::uint32_t c) {
   std::size_t bytes = 0;
-  while (c < ncols && cols[c].width != 0 &&
+  const std::uint32_t last = min(ncols, c + max_group_columns);
+  while (c < last && cols[c].width != 0 &&
          bytes + std::size_t{cols[c].width} * sub_rows <= stage_bytes) {
     bytes += std::size_t{cols[c].width} * sub_rows;
     ++c;
@@ -129,14 +141,16 @@ __device__ __forceinline__ void stage_group(std::byte* stage, const DeviceColumn
   }
 }
 
-/// Places the staged columns [c, e) of the sub-tile and their validity bits.
+/// Places the staged columns [c, e) of the sub-tile and their validity bits; `to` holds their
+/// destinations (to[(column - c) * parts + p]).
 __device__ __forceinline__ void place_group(const Placement& pl, const std::byte* stage,
-                                            const DeviceColumn* cols, std::uint32_t c,
-                                            std::uint32_t e, std::size_t sub, std::uint32_t n,
-                                            const Dest* dest, std::uint32_t parts) {
-  for (; c < e; ++c) {
+                                            std::byte* const* to, const DeviceColumn* cols,
+                                            std::uint32_t c, std::uint32_t e, std::size_t sub,
+                                            std::uint32_t n, const Dest* dest,
+                                            std::uint32_t parts) {
+  for (; c < e; ++c, to += parts) {
     const Dest* d = dest + std::size_t{c} * parts;
-    detail::with_width(cols[c].width, [&]<typename T>() { place_staged<T>(pl, stage, n, d); });
+    detail::with_width(cols[c].width, [&]<typename T>() { place_staged<T>(pl, stage, n, to); });
     place_mask(pl, cols[c], sub, n, d);
     stage += std::size_t{cols[c].width} * sub_rows;
   }
@@ -172,9 +186,13 @@ template <typename PidT, bool Positions>
 __global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
     place_kernel(const PidT* pid, Tiling tl, std::size_t first_tile, std::uint32_t* cursors,
                  const std::uint32_t* starts, const std::uint32_t* tile_offsets, std::uint32_t* pos,
-                 const DeviceColumn* cols, std::uint32_t ncols, const Dest* dest) {
+                 const DeviceColumn* cols, std::uint32_t ncols, const Dest* dest,
+                 std::byte* const* data) {
   __shared__ PlaceShared<PidT> sh;
-  extern __shared__ std::uint32_t shared_cursors[];  // place_cursor_bytes(tl)
+  extern __shared__ std::uint32_t shared_cursors[];  // place_shared_bytes(tl, Positions, ncols)
+  // A group's destinations, after the cursors (placing columns)
+  auto* to = reinterpret_cast<std::byte**>(reinterpret_cast<std::byte*>(shared_cursors) +
+                                           place_cursor_bytes(tl));
   using Sh = PlaceShared<PidT>;
   const std::size_t t = first_tile + blockIdx.x;
   const std::size_t end = min(tl.rows, (t + 1) * tl.tile_rows);
@@ -184,6 +202,11 @@ __global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
   if (tl.shared_counts()) {
     for (std::uint32_t p = threadIdx.x; p < tl.parts; p += blockDim.x) shared_cursors[p] = cur[p];
     cur = shared_cursors;  // read after the barrier at the top of the loop
+  }
+  if (!Positions && ncols <= shared_columns) {  // (also read after that barrier)
+    auto* shared_cols = reinterpret_cast<DeviceColumn*>(to + max_group_columns * tl.parts);
+    for (std::uint32_t c = threadIdx.x; c < ncols; c += blockDim.x) shared_cols[c] = cols[c];
+    cols = shared_cols;
   }
   for (std::size_t sub = t * tl.tile_rows; sub < end; sub += sub_rows) {
     const auto n = static_cast<std::uint32_t>(min(sub_rows, end - sub));
@@ -260,10 +283,14 @@ __global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
         }
         __syncthreads();  // the stage is free: the previous group is placed, the scan is done
         stage_group(sh.u.stage, cols, c, e, sub, n);
+        for (std::uint32_t j = threadIdx.x; j < (e - c) * tl.parts; j += blockDim.x) {
+          // (column c' partition p's destination, with the group's values)
+          __pipeline_memcpy_async(to + j, data + std::size_t{c} * tl.parts + j, sizeof(std::byte*));
+        }
         __pipeline_commit();
         __pipeline_wait_prior(0);
         __syncthreads();
-        place_group(pl, sh.u.stage, cols, c, e, sub, n, dest, tl.parts);
+        place_group(pl, sh.u.stage, to, cols, c, e, sub, n, dest, tl.parts);
         c = next_fixed(cols, ncols, e);
       }
       for (std::uint32_t s = 0; s < ncols; ++s) {  // STRING: string_kernel copies the rest
@@ -361,180 +388,6 @@ __global__ void __launch_bounds__(block_threads)
           set_valid(d[p[i]], at[i]);
       }
     }
-  }
-}
-
-/// Rows a thread of scatter_kernel moves.
-constexpr unsigned scatter_items = 4;
-
-/// Pass 3 with many partitions (wide_partitions), for rows [row0, row0 + rows): each row's
-/// value of column blockIdx.y goes straight to its place, pos[row - row0] (its place in
-/// partitioned order, from place_kernel<Positions>). The sorted sub-tiles of place_kernel give
-/// runs of 2048 / P rows, too short to write whole sectors, and with every column written at
-/// once the sectors left open across the blocks in flight outgrow L2 (1024 partitions: 0.04
-/// of the copy ceiling). One column at a time, the rows in flight are a window of
-/// consecutive rows, so each partition's writes are one short run that L2 completes before it
-/// writes it back.
-/// Contiguous: the partitions of each column are one run in partition order (hash_partition,
-/// PartitionPlan), so a row's place is pos itself in partition 0's destination, with no
-/// partition id, start or destination to look up per row.
-template <typename PidT, bool Contiguous>
-__global__ void __launch_bounds__(block_threads)
-    scatter_kernel(const PidT* pid, const std::uint32_t* pos, const std::uint32_t* starts,
-                   std::size_t row0, std::size_t rows, const DeviceColumn* cols,
-                   std::uint32_t parts, const Dest* dest) {
-  const DeviceColumn& col = cols[blockIdx.y];
-  const Dest* d = dest + std::size_t{blockIdx.y} * parts;
-  const std::size_t first = blockIdx.x * std::size_t{block_threads} * scatter_items + threadIdx.x;
-  std::uint32_t p[scatter_items];
-  std::uint32_t at[scatter_items];
-#pragma unroll
-  for (unsigned i = 0; i < scatter_items; ++i) {
-    const std::size_t r = first + i * block_threads;
-    if constexpr (Contiguous) {
-      p[i] = 0;
-      at[i] = r < rows ? pos[r] : 0;
-    } else {
-      p[i] = r < rows ? static_cast<std::uint32_t>(pid[row0 + r]) : 0;
-      at[i] = r < rows ? pos[r] - starts[p[i]] : 0;
-    }
-  }
-  if (col.width != 0) {  // STRING: string_kernel
-    detail::with_width(col.width, [&]<typename T>() {
-      const T* src = reinterpret_cast<const T*>(col.data) + row0;
-      T v[scatter_items];
-#pragma unroll
-      for (unsigned i = 0; i < scatter_items; ++i) {
-        const std::size_t r = first + i * block_threads;
-        if (r < rows) v[i] = src[r];
-      }
-#pragma unroll
-      for (unsigned i = 0; i < scatter_items; ++i) {
-        if (first + i * block_threads < rows) reinterpret_cast<T*>(d[p[i]].data)[at[i]] = v[i];
-      }
-    });
-  }
-  if (col.mask == nullptr) return;
-#pragma unroll
-  for (unsigned i = 0; i < scatter_items; ++i) {
-    const std::size_t r = first + i * block_threads;
-    if (r < rows && detail::is_valid(col, row0 + r)) set_valid(d[p[i]], at[i]);
-  }
-}
-
-/// tile_offsets[at(t, p)]: where partition p's rows start in tile t's partitioned order (the
-/// exclusive sum over partitions of the tile's rows per partition, from the cursors). One
-/// block per tile.
-__global__ void __launch_bounds__(block_threads)
-    tile_offsets_kernel(const std::uint32_t* cursors, const std::uint32_t* starts, Tiling tl,
-                        std::uint32_t* tile_offsets) {
-  using Scan = cub::BlockScan<std::uint32_t, block_threads>;
-  __shared__ typename Scan::TempStorage temp;
-  __shared__ std::uint32_t carry;
-  const std::size_t t = blockIdx.x;
-  if (threadIdx.x == 0) carry = 0;
-  for (std::uint32_t base = 0; base < tl.parts; base += block_threads) {
-    const std::uint32_t p = base + threadIdx.x;
-    std::uint32_t rows = 0;
-    if (p < tl.parts) {
-      const std::uint32_t next =
-          t + 1 < tl.tiles ? cursors[tl.at(t + 1, p)] : starts[p + 1] - starts[p];
-      rows = next - cursors[tl.at(t, p)];
-    }
-    std::uint32_t before = 0;
-    std::uint32_t total = 0;
-    __syncthreads();  // `carry` from the last round is written
-    const std::uint32_t c = carry;
-    Scan(temp).ExclusiveSum(rows, before, total);
-    if (p < tl.parts) tile_offsets[tl.at(t, p)] = c + before;
-    __syncthreads();  // every thread read `carry`
-    if (threadIdx.x == 0) carry = c + total;
-  }
-}
-
-/// The shared memory staged_scatter_kernel needs: one column's values of a tile, and per
-/// partition its start in the tile's order, its destination index and (packed outputs) its
-/// destination.
-inline std::size_t staged_bytes(const Tiling& tl, std::size_t width) {
-  return tl.tile_rows * width + std::size_t{tl.parts} * (2 * sizeof(std::uint32_t) + 8);
-}
-/// The most that staged_scatter_kernel may take (one block per multiprocessor).
-constexpr std::size_t staged_max_bytes = 200 * 1024;
-/// staged_scatter_kernel's threads: with 4096 partitions a block takes most of a
-/// multiprocessor's shared memory, so its threads are all the loads in flight there.
-constexpr unsigned staged_threads = 1024;
-/// Rows each thread of staged_scatter_kernel loads at once.
-constexpr unsigned staged_items = 4;
-
-/// Pass 3 with many partitions, for the tiles from first_tile: block (x, y) moves column y of
-/// tile first_tile + x. Its values go into shared memory in the tile's partitioned order
-/// (rank[row], from place_kernel with tile_offsets), then out in that order, so consecutive
-/// threads store consecutive rows of a partition: runs of the tile's rows per partition (8 on
-/// average), not one store per row (scatter_kernel). Validity bits are set per row.
-template <typename PidT, bool Contiguous>
-__global__ void __launch_bounds__(staged_threads)
-    staged_scatter_kernel(const PidT* pid, const std::uint32_t* rank, const std::uint32_t* cursors,
-                          const std::uint32_t* starts, const std::uint32_t* tile_offsets, Tiling tl,
-                          std::size_t first_tile, const DeviceColumn* cols, const Dest* dest) {
-  extern __shared__ __align__(16) std::byte staged[];
-  const std::size_t t = first_tile + blockIdx.x;
-  const DeviceColumn& col = cols[blockIdx.y];
-  const Dest* d = dest + std::size_t{blockIdx.y} * tl.parts;
-  const std::size_t row0 = t * tl.tile_rows;  // rank[0] is first_tile's first row's
-  const std::size_t rank0 = first_tile * tl.tile_rows;
-  const auto n = static_cast<std::uint32_t>(min(tl.tile_rows, tl.rows - row0));
-  auto* ptrs = reinterpret_cast<std::byte**>(staged);                  // per partition
-  auto* offs = reinterpret_cast<std::uint32_t*>(ptrs + tl.parts);      // start in the tile
-  auto* first = offs + tl.parts;                                       // its first place
-  std::byte* values = reinterpret_cast<std::byte*>(first + tl.parts);  // in tile order
-  for (std::uint32_t p = threadIdx.x; p < tl.parts; p += staged_threads) {
-    offs[p] = tile_offsets[tl.at(t, p)];
-    first[p] = cursors[tl.at(t, p)] + (Contiguous ? starts[p] : 0);
-    ptrs[p] = Contiguous ? d[0].data : d[p].data;
-  }
-  const bool fixed = col.width != 0;  // STRING: string_kernel (only its mask here)
-  const std::uint32_t* ranks = rank + (row0 - rank0);
-  if (fixed) {  // the tile's values to their ranks, staged_items loads in flight per thread
-    detail::with_width(col.width, [&]<typename T>() {
-      const T* src = reinterpret_cast<const T*>(col.data) + row0;
-      T* to = reinterpret_cast<T*>(values);
-      for (std::uint32_t i0 = 0; i0 < n; i0 += staged_threads * staged_items) {
-        T v[staged_items];
-        std::uint32_t k[staged_items];
-#pragma unroll
-        for (unsigned j = 0; j < staged_items; ++j) {
-          const std::uint32_t i = i0 + j * staged_threads + threadIdx.x;
-          if (i < n) {
-            v[j] = src[i];
-            k[j] = ranks[i];
-          }
-        }
-#pragma unroll
-        for (unsigned j = 0; j < staged_items; ++j) {
-          if (i0 + j * staged_threads + threadIdx.x < n) to[k[j]] = v[j];
-        }
-      }
-    });
-  }
-  for (std::uint32_t i = threadIdx.x; i < n && col.mask != nullptr; i += staged_threads) {
-    const std::uint32_t k = ranks[i];
-    if (detail::is_valid(col, row0 + i)) {
-      const std::uint32_t p = pid[row0 + i];
-      // (offs and first are read before the barrier below: from global memory here)
-      const std::uint32_t at =
-          cursors[tl.at(t, p)] + (Contiguous ? starts[p] : 0) + (k - tile_offsets[tl.at(t, p)]);
-      set_valid(Contiguous ? d[0] : d[p], at);
-    }
-  }
-  __syncthreads();
-  if (!fixed) return;
-  for (std::uint32_t i = threadIdx.x; i < n; i += staged_threads) {
-    // The partition of place i: the last with its start at or before i.
-    const std::size_t lo = detail::last_at_or_below(offs, tl.parts, i);
-    const std::size_t at = first[lo] + (i - offs[lo]);
-    detail::with_width(col.width, [&]<typename T>() {
-      reinterpret_cast<T*>(ptrs[lo])[at] = reinterpret_cast<const T*>(values)[i];
-    });
   }
 }
 

@@ -1,0 +1,221 @@
+#pragma once
+// Pass 3 of hash partitioning on the GPU with many partitions (wide_partitions; see
+// partition.cu): each row's place is found first (place_kernel with Positions), then the
+// columns are scattered one at a time, staged a tile at a time in shared memory where it fits.
+
+#include "core/detail/cuda_try.hpp"
+#include "table/gpu/detail/partition_tiling.cuh"
+
+#include <cub/block/block_scan.cuh>
+
+namespace spillway::gpu {
+
+namespace {  // (see partition_tiling.cuh)
+
+/// Rows a thread of scatter_kernel moves.
+constexpr unsigned scatter_items = 4;
+
+/// Pass 3 with many partitions (wide_partitions), for rows [row0, row0 + rows): each row's
+/// value of column blockIdx.y goes straight to its place, pos[row - row0] (its place in
+/// partitioned order, from place_kernel<Positions>). The sorted sub-tiles of place_kernel give
+/// runs of 2048 / P rows, too short to write whole sectors, and with every column written at
+/// once the sectors left open across the blocks in flight outgrow L2 (1024 partitions: 0.04
+/// of the copy ceiling). One column at a time, the rows in flight are a window of
+/// consecutive rows, so each partition's writes are one short run that L2 completes before it
+/// writes it back.
+/// Contiguous: the partitions of each column are one run in partition order (hash_partition,
+/// PartitionPlan), so a row's place is pos itself in partition 0's destination, with no
+/// partition id, start or destination to look up per row.
+template <typename PidT, bool Contiguous>
+__global__ void __launch_bounds__(block_threads)
+    scatter_kernel(const PidT* pid, const std::uint32_t* pos, const std::uint32_t* starts,
+                   std::size_t row0, std::size_t rows, const DeviceColumn* cols,
+                   std::uint32_t parts, const Dest* dest) {
+  const DeviceColumn& col = cols[blockIdx.y];
+  const Dest* d = dest + std::size_t{blockIdx.y} * parts;
+  const std::size_t first = blockIdx.x * std::size_t{block_threads} * scatter_items + threadIdx.x;
+  std::uint32_t p[scatter_items];
+  std::uint32_t at[scatter_items];
+#pragma unroll
+  for (unsigned i = 0; i < scatter_items; ++i) {
+    const std::size_t r = first + i * block_threads;
+    if constexpr (Contiguous) {
+      p[i] = 0;
+      at[i] = r < rows ? pos[r] : 0;
+    } else {
+      p[i] = r < rows ? static_cast<std::uint32_t>(pid[row0 + r]) : 0;
+      at[i] = r < rows ? pos[r] - starts[p[i]] : 0;
+    }
+  }
+  if (col.width != 0) {  // STRING: string_kernel
+    detail::with_width(col.width, [&]<typename T>() {
+      const T* src = reinterpret_cast<const T*>(col.data) + row0;
+      T v[scatter_items];
+#pragma unroll
+      for (unsigned i = 0; i < scatter_items; ++i) {
+        const std::size_t r = first + i * block_threads;
+        if (r < rows) v[i] = src[r];
+      }
+#pragma unroll
+      for (unsigned i = 0; i < scatter_items; ++i) {
+        if (first + i * block_threads < rows) reinterpret_cast<T*>(d[p[i]].data)[at[i]] = v[i];
+      }
+    });
+  }
+  if (col.mask == nullptr) return;
+#pragma unroll
+  for (unsigned i = 0; i < scatter_items; ++i) {
+    const std::size_t r = first + i * block_threads;
+    if (r < rows && detail::is_valid(col, row0 + r)) set_valid(d[p[i]], at[i]);
+  }
+}
+
+/// tile_offsets[at(t, p)]: where partition p's rows start in tile t's partitioned order (the
+/// exclusive sum over partitions of the tile's rows per partition, from the cursors). One
+/// block per tile.
+__global__ void __launch_bounds__(block_threads)
+    tile_offsets_kernel(const std::uint32_t* cursors, const std::uint32_t* starts, Tiling tl,
+                        std::uint32_t* tile_offsets) {
+  using Scan = cub::BlockScan<std::uint32_t, block_threads>;
+  __shared__ typename Scan::TempStorage temp;
+  __shared__ std::uint32_t carry;
+  const std::size_t t = blockIdx.x;
+  if (threadIdx.x == 0) carry = 0;
+  for (std::uint32_t base = 0; base < tl.parts; base += block_threads) {
+    const std::uint32_t p = base + threadIdx.x;
+    std::uint32_t rows = 0;
+    if (p < tl.parts) {
+      const std::uint32_t next =
+          t + 1 < tl.tiles ? cursors[tl.at(t + 1, p)] : starts[p + 1] - starts[p];
+      rows = next - cursors[tl.at(t, p)];
+    }
+    std::uint32_t before = 0;
+    std::uint32_t total = 0;
+    __syncthreads();  // `carry` from the last round is written
+    const std::uint32_t c = carry;
+    Scan(temp).ExclusiveSum(rows, before, total);
+    if (p < tl.parts) tile_offsets[tl.at(t, p)] = c + before;
+    __syncthreads();  // every thread read `carry`
+    if (threadIdx.x == 0) carry = c + total;
+  }
+}
+
+/// The shared memory staged_scatter_kernel needs: one column's values of a tile, and per
+/// partition its base (where place 0 of the tile's order would go in it) and, without `labels`
+/// (each staged value's partition), its start in the tile's order.
+template <typename PidT>
+std::size_t staged_bytes(const Tiling& tl, std::size_t width, bool labels) {
+  return tl.tile_rows * width + std::size_t{tl.parts} * sizeof(std::uintptr_t) +
+         (labels ? tl.tile_rows * sizeof(PidT) : std::size_t{tl.parts} * sizeof(std::uint32_t));
+}
+/// The most shared memory a block of the current device may take (227 KiB on an H200).
+inline std::size_t staged_max_bytes() {
+  int device = 0;
+  int bytes = 0;
+  SPILLWAY_CUDA_TRY(cudaGetDevice(&device));
+  SPILLWAY_CUDA_TRY(
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return static_cast<std::size_t>(bytes);
+}
+/// staged_scatter_kernel's threads: with 4096 partitions a block takes most of a
+/// multiprocessor's shared memory, so its threads are all the loads in flight there; with
+/// 1024 partitions (56 KiB) two blocks share one.
+constexpr unsigned staged_threads = 1024;
+/// Rows each thread of staged_scatter_kernel loads at once.
+constexpr unsigned staged_items = 4;
+
+/// Pass 3 with many partitions, for the tiles from first_tile: block (x, y) moves column y of
+/// tile first_tile + x. Its values go into shared memory in the tile's partitioned order
+/// (rank[row], from place_kernel with tile_offsets), then out in that order, so consecutive
+/// threads store consecutive rows of a partition: runs of the tile's rows per partition (8 on
+/// average), not one store per row (scatter_kernel). Validity bits are set per row. Labels:
+/// each staged value's partition goes into shared memory beside it, so the way out reads it
+/// (one load); otherwise (8-byte columns at 4096 partitions, where they do not fit) it is
+/// found by a binary search of the partitions' starts in the tile (12 dependent loads: the
+/// kernel was compute-bound on them).
+template <typename PidT, bool Contiguous, bool Labels>
+__global__ void __launch_bounds__(staged_threads, 2)
+    staged_scatter_kernel(const PidT* pid, const std::uint32_t* rank, const std::uint32_t* cursors,
+                          const std::uint32_t* starts, const std::uint32_t* tile_offsets, Tiling tl,
+                          std::size_t first_tile, const DeviceColumn* cols, const Dest* dest) {
+  extern __shared__ __align__(16) std::byte staged[];
+  const std::size_t t = first_tile + blockIdx.x;
+  const DeviceColumn& col = cols[blockIdx.y];
+  const Dest* d = dest + std::size_t{blockIdx.y} * tl.parts;
+  const std::size_t row0 = t * tl.tile_rows;  // rank[0] is first_tile's first row's
+  const std::size_t rank0 = first_tile * tl.tile_rows;
+  const auto n = static_cast<std::uint32_t>(min(tl.tile_rows, tl.rows - row0));
+  const std::size_t width = col.width;
+  // Per partition: base[p] + i * width is where place i of the tile's order goes when it is
+  // partition p's (the arithmetic wraps; only places of p are formed), offs[p] where p starts
+  // in the tile's order (without labels).
+  auto* base = reinterpret_cast<std::uintptr_t*>(staged);
+  std::byte* values = reinterpret_cast<std::byte*>(base + tl.parts);  // in tile order
+  auto* labels = reinterpret_cast<PidT*>(values + tl.tile_rows * width);
+  auto* offs = reinterpret_cast<std::uint32_t*>(values + tl.tile_rows * width);
+  for (std::uint32_t p = threadIdx.x; p < tl.parts; p += staged_threads) {
+    const std::uint32_t off = tile_offsets[tl.at(t, p)];
+    const std::uint32_t place = cursors[tl.at(t, p)] + (Contiguous ? starts[p] : 0);
+    const auto ptr = reinterpret_cast<std::uintptr_t>(Contiguous ? d[0].data : d[p].data);
+    base[p] = ptr + (place - static_cast<std::uintptr_t>(off)) * width;
+    if constexpr (!Labels) offs[p] = off;
+  }
+  const bool fixed = width != 0;  // STRING: string_kernel (only its mask here)
+  const std::uint32_t* ranks = rank + (row0 - rank0);
+  if (fixed) {  // the tile's values to their ranks, staged_items loads in flight per thread
+    detail::with_width(col.width, [&]<typename T>() {
+      const T* src = reinterpret_cast<const T*>(col.data) + row0;
+      T* to = reinterpret_cast<T*>(values);
+      for (std::uint32_t i0 = 0; i0 < n; i0 += staged_threads * staged_items) {
+        T v[staged_items];
+        std::uint32_t k[staged_items];
+        [[maybe_unused]] PidT q[staged_items];
+#pragma unroll
+        for (unsigned j = 0; j < staged_items; ++j) {
+          const std::uint32_t i = i0 + j * staged_threads + threadIdx.x;
+          if (i < n) {
+            v[j] = src[i];
+            k[j] = ranks[i];
+            if constexpr (Labels) q[j] = pid[row0 + i];
+          }
+        }
+#pragma unroll
+        for (unsigned j = 0; j < staged_items; ++j) {
+          if (i0 + j * staged_threads + threadIdx.x < n) {
+            to[k[j]] = v[j];
+            if constexpr (Labels) labels[k[j]] = q[j];
+          }
+        }
+      }
+    });
+  }
+  for (std::uint32_t i = threadIdx.x; i < n && col.mask != nullptr; i += staged_threads) {
+    const std::uint32_t k = ranks[i];
+    if (detail::is_valid(col, row0 + i)) {
+      const std::uint32_t p = pid[row0 + i];
+      // (from global memory: the tables above are complete only after the barrier below)
+      const std::uint32_t at =
+          cursors[tl.at(t, p)] + (Contiguous ? starts[p] : 0) + (k - tile_offsets[tl.at(t, p)]);
+      set_valid(Contiguous ? d[0] : d[p], at);
+    }
+  }
+  __syncthreads();
+  if (!fixed) return;
+  detail::with_width(col.width, [&]<typename T>() {
+    for (std::uint32_t i = threadIdx.x; i < n; i += staged_threads) {
+      // The partition of place i: its label, or the last with its start at or before i.
+      std::size_t p = 0;
+      if constexpr (Labels) {
+        p = labels[i];
+      } else {
+        p = detail::last_at_or_below(offs, tl.parts, i);
+      }
+      *reinterpret_cast<T*>(base[p] + std::uintptr_t{i} * sizeof(T)) =
+          reinterpret_cast<const T*>(values)[i];
+    }
+  });
+}
+
+}  // namespace
+
+}  // namespace spillway::gpu
