@@ -82,6 +82,15 @@ class TransferCommunicator final : public Communicator {
   }
   std::optional<Message> do_recv_any(Tag tag) override { return core_->recv_any(tag); }
   void do_barrier() override { core_->barrier(timeout()); }
+  /// A peer the engines report failed (its connection closed, or silent past the peer
+  /// timeout) or that sent a bad control message.
+  [[nodiscard]] bool do_has_left(Rank peer) const noexcept override {
+    try {
+      return !core_->death_of(peer).empty();
+    } catch (...) {
+      return false;  // (no memory for the reason's copy: the transfers' own errors still come)
+    }
+  }
 
   std::shared_ptr<TransferCore> core_;
 };

@@ -8,6 +8,7 @@
 #include <spillway/comm/local.hpp>
 #include <spillway/comm/transfer.hpp>
 #include <spillway/core/cuda.hpp>
+#include <spillway/shuffle/shuffler.hpp>
 
 #include "comm/conformance.hpp"
 #include "common.hpp"
@@ -143,6 +144,9 @@ TEST_P(TransferCommunicator, ARankThatGoesFailsItsPeersPromptly) {
     }
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  // What waits on rank 1 with nothing posted (a message it will never send) can tell.
+  EXPECT_TRUE(ranks.comms[0]->has_left(1));
+  EXPECT_FALSE(ranks.comms[0]->has_left(2));
   // Ranks 0 and 2 still talk.
   auto r2 = ranks.comms[2]->recv(0, Tag{1, 3}, ranks.brs[2]->allocate(MemoryType::HOST, 100));
   auto s2 = ranks.comms[0]->send(test::make_host(br, 100, 8), 2, Tag{1, 3});
@@ -150,6 +154,27 @@ TEST_P(TransferCommunicator, ARankThatGoesFailsItsPeersPromptly) {
   ranks.comms[2]->wait(*r2);
   sender.join();
   EXPECT_EQ(test::verify(*ranks.brs[2], *ranks.comms[2]->release(std::move(r2)), 8), 100U);
+}
+
+// A shuffle waiting for a rank's finish message, which has no transfer posted to fail, ends
+// as soon as the engine reports the rank gone (Communicator::has_left), not at its timeout.
+TEST_P(TransferCommunicator, AShuffleWaitingOnAGoneRankFailsAtOnce) {
+  SPILLWAY_SKIP_IF_SAME_AS_TCP(backend());
+  test::TempDir dir;
+  Ranks ranks(2, backend(), dir.path());
+  Shuffler s(*ranks.comms[0], 1, 2, *ranks.brs[0]);
+  s.insert_finished();
+  ranks.comms[1].reset();  // rank 1 is gone before it finished
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    (void)s.wait_any(std::chrono::seconds(50));
+    ADD_FAILURE() << "no error";
+  } catch (const comm_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 left the communicator before it finished"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);  // the communicator's timeout: 60 s
 }
 
 TEST_P(TransferCommunicator, ADroppedReceiveIsNotMatched) {

@@ -121,10 +121,11 @@ class Communicator {
   /// Blocks until every rank has called barrier(). @throws spillway::comm_error on timeout
   void barrier() { do_barrier(); }
   /// Whether `peer` is known to have left the group (a local rank whose communicator left:
-  /// LocalCommunicator::leave), so that what waits on it without a transfer posted (a message
-  /// it will never send) can fail at once. The messages it sent before leaving can still be
-  /// received. False where the transport cannot tell: a transfer's timeout then finds a dead
-  /// peer. @throws spillway::logic_error for a bad rank
+  /// LocalCommunicator::leave; a rank of the transfer communicator whose engine reports it
+  /// failed), so that what waits on it without a transfer posted (a message it will never
+  /// send) can fail at once. The messages it sent before leaving can still be received. False
+  /// where the transport cannot tell (MPI): a transfer's timeout then finds a dead peer.
+  /// @throws spillway::logic_error for a bad rank
   [[nodiscard]] bool has_left(Rank peer) const;
 
   /// Whether `future` has completed (advancing it). @throws spillway::comm_error if it failed

@@ -145,6 +145,9 @@ class TransferCore : public std::enable_shared_from_this<TransferCore> {
   std::optional<Message> recv_any(Tag tag);
   /// Every rank tells rank 0 it has arrived; rank 0 then releases them all.
   void barrier(std::chrono::milliseconds timeout);
+  /// Why rank `r` is gone (its engine reported it failed, or it sent a bad message); empty
+  /// while it is not.
+  std::string death_of(Rank r);
 
  private:
   void prepare(Landing& landing, Buffer& buffer, TransferPath& path);
@@ -155,7 +158,6 @@ class TransferCore : public std::enable_shared_from_this<TransferCore> {
   void send_locked(Rank dst, const std::vector<std::uint8_t>& bytes);
   void pump();
   void handle(Rank from, std::span<const std::uint8_t> bytes);
-  std::string death_of(Rank r);
   void watch(TransferPath& path);
   template <typename Pred>
   void unqueue_offer(std::uint64_t key, Pred&& which);
