@@ -61,39 +61,20 @@ class WriteCombiner {
   template <std::size_t W, typename PidT>
   void push_rows(const PidT* ids, std::span<const std::byte* const> from,
                  std::size_t count) noexcept {
-    // Locals throughout: the byte stores may alias anything reached through a member or a
-    // span, which would then be loaded again for every value.
-    std::uint32_t* const fill = fill_.data();
-    Line* const buf = buf_.data();
-    if (k_ == 1) {
-      const std::byte* const src = from[0];
-      for (std::size_t i = 0; i < count; ++i) {
-        const PidT p = ids[i];
-        std::uint32_t f = fill[p];
-        std::memcpy(buf[p].bytes + f, src + i * W, W);
-        f += W;
-        if (f == line) {
-          flush(p);
-          f = 0;
-        }
-        fill[p] = f;
-      }
-      return;
-    }
-    const std::size_t group = k_;
-    std::array<const std::byte*, max_group> src{};
-    for (std::size_t k = 0; k < group; ++k) src[k] = from[k];
-    for (std::size_t i = 0; i < count; ++i) {
-      const PidT p = ids[i];
-      std::uint32_t f = fill[p];
-      Line* const b = buf + p * group;
-      for (std::size_t k = 0; k < group; ++k) std::memcpy(b[k].bytes + f, src[k] + i * W, W);
-      f += W;
-      if (f == line) {
-        flush(p);
-        f = 0;
-      }
-      fill[p] = f;
+    // The usual group sizes with the column loops unrolled (1024 partitions: groups of 2,
+    // 512: of 4), any other through the same code with the size at run time.
+    switch (k_) {
+      case 1:
+        push<W, PidT, 1>(ids, from, count);
+        return;
+      case 2:
+        push<W, PidT, 2>(ids, from, count);
+        return;
+      case 4:
+        push<W, PidT, 4>(ids, from, count);
+        return;
+      default:
+        push<W, PidT, 0>(ids, from, count);
     }
   }
 
@@ -116,10 +97,36 @@ class WriteCombiner {
     std::byte bytes[line];
   };
 
+  /// push_rows for groups of K columns (0: k_, read once).
+  template <std::size_t W, typename PidT, std::size_t K>
+  void push(const PidT* ids, std::span<const std::byte* const> from, std::size_t count) noexcept {
+    // Locals throughout: the byte stores may alias anything reached through a member or a
+    // span, which would then be loaded again for every value.
+    const std::size_t group = K == 0 ? k_ : K;
+    std::uint32_t* const fill = fill_.data();
+    Line* const buf = buf_.data();
+    std::array<const std::byte*, max_group> src{};
+    for (std::size_t k = 0; k < group; ++k) src[k] = from[k];
+    for (std::size_t i = 0; i < count; ++i) {
+      const PidT p = ids[i];
+      std::uint32_t f = fill[p];
+      Line* const b = buf + p * group;
+      for (std::size_t k = 0; k < group; ++k) std::memcpy(b[k].bytes + f, src[k] + i * W, W);
+      f += W;
+      if (f == line) {
+        flush<K>(p);
+        f = 0;
+      }
+      fill[p] = f;
+    }
+  }
+
+  template <std::size_t K>
   void flush(std::size_t p) noexcept {
-    for (std::size_t k = 0; k < k_; ++k) {
-      std::byte*& to = to_[p * k_ + k];
-      const std::byte* from = buf_[p * k_ + k].bytes;
+    const std::size_t group = K == 0 ? k_ : K;
+    for (std::size_t k = 0; k < group; ++k) {
+      std::byte*& to = to_[p * group + k];
+      const std::byte* from = buf_[p * group + k].bytes;
       const std::size_t start = reinterpret_cast<std::uintptr_t>(to) % line;
 #if defined(__SSE2__)
       if (start == 0) {
