@@ -204,8 +204,8 @@ void launch_place(const Counted<PidT>& counted, std::size_t first_tile, std::siz
 /// Whether the wide pass 3 stages its columns (staged_scatter_kernel) for columns up to
 /// `max_width` bytes: cursors in shared memory and a tile's values within staged_max_bytes.
 bool stages(const Tiling& tl, std::size_t max_width) {
-  return tl.shared_counts() && staged_bytes<std::uint16_t>(tl, std::max<std::size_t>(1, max_width),
-                                                           false) <= staged_max_bytes();
+  return tl.shared_counts() &&
+         staged_bytes(tl, std::max<std::size_t>(1, max_width), 0) <= staged_max_bytes();
 }
 
 /// The tiles' offsets for staged_scatter_kernel (`cursors` as the scan left them).
@@ -233,8 +233,8 @@ void staged_scatter(const Counted<PidT>& counted, const std::uint32_t* cursors,
   if (tiles == 0 || ncols == 0) return;
   const Tiling& tl = counted.tl;
   const std::size_t width = std::max<std::size_t>(1, max_width);
-  const bool labels = staged_bytes<PidT>(tl, width, true) <= staged_max_bytes();
-  const std::size_t smem = staged_bytes<PidT>(tl, width, labels);
+  const bool labels = staged_bytes(tl, width, sizeof(PidT)) <= staged_max_bytes();
+  const std::size_t smem = staged_bytes(tl, width, labels ? sizeof(PidT) : 0);
   auto* kernel = contiguous ? (labels ? &staged_scatter_kernel<PidT, true, true>
                                       : &staged_scatter_kernel<PidT, true, false>)
                             : (labels ? &staged_scatter_kernel<PidT, false, true>

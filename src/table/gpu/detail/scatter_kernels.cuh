@@ -101,12 +101,13 @@ __global__ void __launch_bounds__(block_threads)
 }
 
 /// The shared memory staged_scatter_kernel needs: one column's values of a tile, and per
-/// partition its base (where place 0 of the tile's order would go in it) and, without `labels`
-/// (each staged value's partition), its start in the tile's order.
-template <typename PidT>
-std::size_t staged_bytes(const Tiling& tl, std::size_t width, bool labels) {
+/// partition its base (where place 0 of the tile's order would go in it) and, without labels
+/// (each staged value's partition, `label_width` bytes; 0: none), its start in the tile's
+/// order.
+inline std::size_t staged_bytes(const Tiling& tl, std::size_t width, std::size_t label_width) {
   return tl.tile_rows * width + std::size_t{tl.parts} * sizeof(std::uintptr_t) +
-         (labels ? tl.tile_rows * sizeof(PidT) : std::size_t{tl.parts} * sizeof(std::uint32_t));
+         (label_width != 0 ? tl.tile_rows * label_width
+                           : std::size_t{tl.parts} * sizeof(std::uint32_t));
 }
 /// The most shared memory a block of the current device may take (227 KiB on an H200).
 inline std::size_t staged_max_bytes() {
