@@ -6,6 +6,7 @@
 #include <spillway/core/units.hpp>
 
 #include <cstring>
+#include <string_view>
 
 namespace spillway::detail {
 
@@ -49,55 +50,78 @@ PackLayout make_layout(const TableView& schema, std::size_t rows,
   PackLayout l;
   l.num_rows = rows;
   l.columns.reserve(schema.num_columns());
-  std::uint64_t at = 0;
-  auto place = [&](std::uint64_t size) {
-    BufferSpan s{size == 0 ? 0 : at, size};
-    if (size > 0) at = round_up(at + size, payload_alignment);
-    return s;
-  };
-  for (std::size_t c = 0; c < schema.num_columns(); ++c) {
-    const ColumnView& col = schema.columns[c];
-    ColumnLayout cl;
-    cl.type = col.type;
-    cl.nullable = col.nullable();
-    cl.name = c < schema.names.size() ? schema.names[c] : std::string();
-    cl.mask = place(cl.nullable ? mask_bytes(rows) : 0);
-    if (col.type == TypeId::STRING) {
-      cl.offsets = place((rows + 1) * sizeof(std::int32_t));
-      cl.data = place(chars[c]);
-    } else {
-      cl.data = place(rows * size_of(col.type));
-    }
-    l.columns.push_back(std::move(cl));
-  }
-  l.payload_size = at;
+  l.payload_size = place_buffers(
+      schema, rows, chars,
+      [&](std::size_t c, const BufferSpan& mask, const BufferSpan& offsets,
+          const BufferSpan& data) {
+        const ColumnView& col = schema.columns[c];
+        l.columns.push_back(ColumnLayout{col.type, col.nullable(),
+                                         c < schema.names.size() ? schema.names[c] : std::string(),
+                                         mask, offsets, data});
+      });
   return l;
 }
 
-std::vector<std::uint8_t> encode(const PackLayout& l) {
-  // (one allocation: partition_and_pack encodes a layout per partition, thousands a call)
-  std::size_t bytes = 28;
-  for (const auto& c : l.columns) bytes += 56 + c.name.size();
+namespace {
+
+/// The metadata's bytes before its columns' (the column count, rows and payload size), and
+/// reserved room for all of it (one allocation).
+ByteWriter start_encoding(std::size_t ncols, std::size_t name_bytes, std::uint64_t rows,
+                          std::uint64_t payload) {
   ByteWriter w;
-  w.reserve(bytes);
+  w.reserve(28 + ncols * column_fixed_bytes + name_bytes);
   w.put(pack_magic);
   w.put(pack_version);
   w.put(std::uint16_t{0});
-  w.put(static_cast<std::uint32_t>(l.columns.size()));
-  w.put(l.num_rows);
-  w.put(l.payload_size);
-  for (const auto& c : l.columns) {
-    w.put(static_cast<std::uint8_t>(c.type.id));
-    w.put(static_cast<std::uint8_t>(c.nullable ? 1 : 0));
-    w.put(c.type.precision);  // 0 but for DECIMAL128
-    w.put(static_cast<std::uint8_t>(c.type.scale));
-    w.put(static_cast<std::uint32_t>(c.name.size()));
-    w.put_bytes(c.name);
-    for (const BufferSpan* s : {&c.mask, &c.offsets, &c.data}) {
-      w.put(s->offset);
-      w.put(s->size);
-    }
+  w.put(static_cast<std::uint32_t>(ncols));
+  w.put(rows);
+  w.put(payload);
+  return w;
+}
+
+void put_column(ByteWriter& w, const DataType& type, bool nullable, std::string_view name,
+                const BufferSpan& mask, const BufferSpan& offsets, const BufferSpan& data) {
+  w.put(static_cast<std::uint8_t>(type.id));
+  w.put(static_cast<std::uint8_t>(nullable ? 1 : 0));
+  w.put(type.precision);  // 0 but for DECIMAL128
+  w.put(static_cast<std::uint8_t>(type.scale));
+  w.put(static_cast<std::uint32_t>(name.size()));
+  w.put_bytes(name);
+  for (const BufferSpan* s : {&mask, &offsets, &data}) {
+    w.put(s->offset);
+    w.put(s->size);
   }
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> encode(const PackLayout& l) {
+  std::size_t names = 0;
+  for (const auto& c : l.columns) names += c.name.size();
+  ByteWriter w = start_encoding(l.columns.size(), names, l.num_rows, l.payload_size);
+  for (const auto& c : l.columns)
+    put_column(w, c.type, c.nullable, c.name, c.mask, c.offsets, c.data);
+  return w.take();
+}
+
+std::vector<std::uint8_t> encode(const TableView& schema, std::size_t rows,
+                                 std::span<const std::size_t> chars) {
+  std::size_t names = 0;
+  for (std::size_t c = 0; c < schema.num_columns() && c < schema.names.size(); ++c) {
+    names += schema.names[c].size();
+  }
+  const auto none = [](std::size_t, const BufferSpan&, const BufferSpan&, const BufferSpan&) {};
+  ByteWriter w =
+      start_encoding(schema.num_columns(), names, rows, place_buffers(schema, rows, chars, none));
+  place_buffers(
+      schema, rows, chars,
+      [&](std::size_t c, const BufferSpan& mask, const BufferSpan& offsets,
+          const BufferSpan& data) {
+        const ColumnView& col = schema.columns[c];
+        put_column(w, col.type, col.nullable(),
+                   c < schema.names.size() ? std::string_view(schema.names[c]) : std::string_view(),
+                   mask, offsets, data);
+      });
   return w.take();
 }
 

@@ -6,6 +6,7 @@
 #include <spillway/table/pack.hpp>
 
 #include "common.hpp"
+#include "table/detail/pack_format.hpp"
 #include "table_common.hpp"
 
 #include <random>
@@ -45,6 +46,29 @@ TEST_P(PackRoundTrip, EveryTypeWithAndWithoutNulls) {
 INSTANTIATE_TEST_SUITE_P(Sizes, PackRoundTrip,
                          ::testing::Combine(::testing::Values(0, 1, 7, 8, 9, 1000),
                                             ::testing::Values(0.0, 0.3)));
+
+TEST(PackFormat, EncodingFromTheSchemaIsEncodingTheLayout) {
+  // partition_and_pack on the GPU encodes each partition's metadata straight from the schema
+  // (encode(schema, rows, chars)); unpack reads what encode(make_layout(...)) writes.
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  Table t = mixed_table(br, 10, 0.2);
+  TableView v = t.view();
+  v.names.clear();
+  for (std::size_t c = 0; c < v.num_columns(); ++c) {
+    v.names.push_back(c % 3 == 0 ? std::string() : "column " + std::to_string(c));
+  }
+  for (const std::size_t rows :
+       {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{1000}}) {
+    std::vector<std::size_t> chars(v.num_columns(), 0);
+    for (std::size_t c = 0; c < chars.size(); ++c) chars[c] = rows * c % 17;
+    const auto layout = detail::make_layout(v, rows, chars);
+    EXPECT_EQ(detail::encode(v, rows, chars), detail::encode(layout)) << rows << " rows";
+    const auto none = [](std::size_t, const detail::BufferSpan&, const detail::BufferSpan&,
+                         const detail::BufferSpan&) {};
+    EXPECT_EQ(detail::place_buffers(v, rows, chars, none), layout.payload_size);
+  }
+}
 
 TEST(SplitAndPack, PartsAreTheRowRanges) {
   test::TempDir dir;

@@ -6,6 +6,7 @@
 //   u32 name_len | name bytes | 3 x (u64 offset, u64 size): mask, offsets, data.
 // Absent buffers are (0, 0). Each buffer starts at a multiple of 64 bytes in the payload.
 
+#include <spillway/core/units.hpp>
 #include <spillway/table/column_view.hpp>
 
 #include <cstddef>
@@ -38,12 +39,39 @@ struct PackLayout {
   std::vector<ColumnLayout> columns;
 };
 
+/// Where the buffers of a table with the schema of `schema` (types, nullability), `rows` rows
+/// and `chars[c]` character bytes for each STRING column c (ignored for others) lie in its
+/// payload: calls fn(c, mask, offsets, data) for each column c in order, and returns the
+/// payload's size. (No allocation: partition_and_pack places thousands of partitions a call.)
+template <typename Fn>
+std::uint64_t place_buffers(const TableView& schema, std::size_t rows,
+                            std::span<const std::size_t> chars, Fn&& fn) {
+  std::uint64_t at = 0;
+  const auto place = [&](std::uint64_t size) {
+    const BufferSpan s{size == 0 ? 0 : at, size};
+    if (size > 0) at = round_up(at + size, payload_alignment);
+    return s;
+  };
+  for (std::size_t c = 0; c < schema.num_columns(); ++c) {
+    const ColumnView& col = schema.columns[c];
+    const BufferSpan mask = place(col.nullable() ? mask_bytes(rows) : 0);
+    const bool str = col.type == TypeId::STRING;
+    const BufferSpan offsets = place(str ? (rows + 1) * sizeof(std::int32_t) : 0);
+    const BufferSpan data = place(str ? chars[c] : rows * size_of(col.type));
+    fn(c, mask, offsets, data);
+  }
+  return at;
+}
+
 /// The layout of a table with the schema of `schema` (types, nullability, names), `rows` rows
 /// and `chars[c]` character bytes for each STRING column c (ignored for others).
 PackLayout make_layout(const TableView& schema, std::size_t rows,
                        std::span<const std::size_t> chars);
 
 std::vector<std::uint8_t> encode(const PackLayout& layout);
+/// encode(make_layout(schema, rows, chars)), without the layout in between.
+std::vector<std::uint8_t> encode(const TableView& schema, std::size_t rows,
+                                 std::span<const std::size_t> chars);
 
 /// Parses and checks metadata against a payload of `payload_size` bytes.
 /// @throws spillway::corrupt_data_error naming what is wrong.

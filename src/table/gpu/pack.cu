@@ -95,7 +95,10 @@ std::vector<PackedData> split_and_pack(const TableView& table, std::span<const s
     }
     layouts.push_back(spillway::detail::make_layout(table, bounds[p + 1] - bounds[p], chars));
   }
-  auto payloads = outputs.allocate_all(layouts);
+  std::vector<std::size_t> sizes;
+  sizes.reserve(nparts);
+  for (const auto& l : layouts) sizes.push_back(l.payload_size);
+  auto payloads = outputs.allocate_all(sizes);
   for (std::size_t p = 0; p < nparts; ++p) {
     const std::size_t a = bounds[p];
     const std::size_t n = bounds[p + 1] - a;

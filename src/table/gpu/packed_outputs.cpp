@@ -55,19 +55,17 @@ std::unique_ptr<Buffer> PackedOutputs::allocate(std::size_t bytes) {
 }
 
 std::vector<std::unique_ptr<Buffer>> PackedOutputs::allocate_all(
-    std::span<const spillway::detail::PackLayout> layouts) {
+    std::span<const std::size_t> sizes) {
   constexpr std::size_t kShareBelow = std::size_t{4} << 20;
   constexpr std::size_t kBlock = std::size_t{16} << 20;
   constexpr std::size_t kAlign = 256;  // as cudaMalloc aligns a payload of its own
   const auto aligned = [](std::size_t at) { return (at + kAlign - 1) / kAlign * kAlign; };
-  const auto size = [&](std::size_t i) {
-    return static_cast<std::size_t>(layouts[i].payload_size);
-  };
-  std::vector<std::unique_ptr<Buffer>> out(layouts.size());
-  for (std::size_t i = 0; i < layouts.size();) {
+  const auto size = [&](std::size_t i) { return sizes[i]; };
+  std::vector<std::unique_ptr<Buffer>> out(sizes.size());
+  for (std::size_t i = 0; i < sizes.size();) {
     std::size_t j = i;
     std::size_t total = 0;
-    for (; j < layouts.size() && size(j) < kShareBelow; ++j) {
+    for (; j < sizes.size() && size(j) < kShareBelow; ++j) {
       const std::size_t at = aligned(total);
       if (j > i && at + size(j) > kBlock) break;
       total = at + size(j);

@@ -41,6 +41,7 @@
 #include "table/gpu/detail/partition_passes.cuh"
 
 #include <limits>
+#include <optional>
 #include <tuple>
 
 namespace spillway::gpu {
@@ -49,7 +50,7 @@ namespace {
 
 /// Partitions `table` and writes every row to `make_dest(sizes)`'s destinations:
 /// make_dest returns dest[c * parts + p] and the ranges to zero before the scatter. Then,
-/// while the GPU places the rows, `after()` runs (host work the kernels do not need).
+/// while the GPU places the rows, `after(sizes)` runs (host work the kernels do not need).
 /// `contiguous`: each column's partitions follow each other (see scatter_kernel).
 template <typename PidT, typename MakeDest, typename After>
 void partition_rows(const TableView& table, std::span<const std::size_t> keys, std::size_t parts,
@@ -103,6 +104,10 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
     SPILLWAY_NVTX_RANGE("partition: wait for the counts");
     detail::to_host(sizes.starts, starts.data(), stream);  // synchronizes
   }
+  std::optional<PlaceWide<PidT>> wide;  // queues its first places now (see PlaceWide)
+  if (tl.tiles > 0 && parts >= wide_partitions && !pos) {
+    wide.emplace(counted, as<std::uint32_t>(hist), max_width(table, 0, ncols), br, stream);
+  }
   std::vector<Dest> dest;
   std::vector<detail::CopyRange> zero;
   {
@@ -111,7 +116,7 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
   }
   detail::copy_ranges(std::span<const detail::CopyRange>(zero), br, stream);
   if (tl.tiles == 0) {
-    after();
+    after(sizes);
     return;
   }
   const DeviceDests d_dest = upload_dests(dest, br, stream);
@@ -123,8 +128,7 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
     scatter_rows(counted, as<const std::uint32_t>(*pos), 0, rows, cols, ncols, d, contiguous,
                  stream);
   } else {
-    place_wide(counted, as<std::uint32_t>(hist), cols, ncols, max_width(table, 0, ncols), d,
-               contiguous, br, stream);
+    wide->scatter(cols, ncols, d, contiguous);
   }
   for (std::size_t c = 0; c < ncols; ++c) {
     if (table.columns[c].type != TypeId::STRING) continue;
@@ -135,7 +139,7 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
     check_launch();
   }
   SPILLWAY_NVTX_RANGE("partition: host work beside the kernels");
-  after();
+  after(sizes);
 }
 
 template <typename MakeDest, typename After>
@@ -175,57 +179,72 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
   SPILLWAY_NVTX_RANGE("partition and pack");
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "partition_and_pack");
   const MemoryStep step("packing (gpu::partition_and_pack)");
+  using spillway::detail::BufferSpan;
   const std::size_t ncols = table.num_columns();
   std::vector<PackedData> out(num_partitions);
   detail::PackedOutputs outputs(br, stream);  // after `out`: unmaps before the payloads go
-  std::vector<spillway::detail::PackLayout> layouts;
+  // Partition p's characters per column (STRING; 0 for the others).
+  std::vector<std::size_t> chars(ncols, 0);
+  const auto chars_of = [&](const Sizes& sizes, std::size_t p) {
+    for (std::size_t c = 0; c < ncols; ++c) {
+      if (!sizes.chars[c].empty()) chars[c] = sizes.chars[c][p + 1] - sizes.chars[c][p];
+    }
+    return std::span<const std::size_t>(chars);
+  };
+  const auto rows_of = [](const Sizes& sizes, std::size_t p) {
+    return std::size_t{sizes.starts[p + 1] - sizes.starts[p]};
+  };
+  // Only the payloads' sizes and buffers' places here, while the GPU waits; the metadata after
+  // the kernels are queued (a PackLayout per partition here took 1.6 ms of 4096 partitions'
+  // 2.4 ms of host work with the GPU idle: bench/NOTES.md).
+  const auto none = [](std::size_t, const BufferSpan&, const BufferSpan&, const BufferSpan&) {};
   partition_any(
       table, keys, num_partitions, seed, br, stream, /*contiguous=*/false,
       [&](const Sizes& sizes) {
         std::vector<Dest> dest(ncols * num_partitions);
         std::vector<detail::CopyRange> zero;
-        std::vector<std::size_t> chars(ncols, 0);
-        layouts.reserve(num_partitions);
+        std::vector<std::size_t> payload(num_partitions);
         for (std::size_t p = 0; p < num_partitions; ++p) {
+          const auto part_chars = chars_of(sizes, p);
           for (std::size_t c = 0; c < ncols; ++c) {
-            if (!sizes.chars[c].empty()) chars[c] = sizes.chars[c][p + 1] - sizes.chars[c][p];
-            SPILLWAY_EXPECTS(chars[c] <= static_cast<std::size_t>(INT32_MAX),
+            SPILLWAY_EXPECTS(part_chars[c] <= static_cast<std::size_t>(INT32_MAX),
                              "partition " + std::to_string(p) + " of string column " +
                                  std::to_string(c) +
                                  " has more characters than int32 offsets allow");
           }
-          layouts.push_back(
-              spillway::detail::make_layout(table, sizes.starts[p + 1] - sizes.starts[p], chars));
+          payload[p] = spillway::detail::place_buffers(table, rows_of(sizes, p), part_chars, none);
         }
         auto payloads = [&] {
           SPILLWAY_NVTX_RANGE("partition: allocate");
-          return outputs.allocate_all(layouts);
+          return outputs.allocate_all(payload);
         }();
         SPILLWAY_NVTX_RANGE("partition: destinations");
         for (std::size_t p = 0; p < num_partitions; ++p) {
-          const auto& layout = layouts[p];
           out[p].payload = std::move(payloads[p]);
           std::byte* base = out[p].payload->data();
-          for (std::size_t c = 0; c < ncols; ++c) {
-            const auto& cl = layout.columns[c];
-            Dest& d = dest[c * num_partitions + p];
-            d = Dest{base + cl.data.offset, nullptr, nullptr, 0, 0};
-            if (cl.type == TypeId::STRING) {
-              d.offsets = reinterpret_cast<std::int32_t*>(base + cl.offsets.offset);
-              d.char_sub = sizes.chars[c][p];
-              zero.push_back({base + cl.offsets.offset, nullptr, sizeof(std::int32_t)});
-            }
-            if (cl.nullable) {
-              d.mask = reinterpret_cast<std::uint32_t*>(base + cl.mask.offset);
-              zero.push_back({base + cl.mask.offset, nullptr, cl.mask.size});
-            }
-          }
+          spillway::detail::place_buffers(
+              table, rows_of(sizes, p), chars_of(sizes, p),
+              [&](std::size_t c, const BufferSpan& mask, const BufferSpan& offsets,
+                  const BufferSpan& data) {
+                const ColumnView& col = table.columns[c];
+                Dest& d = dest[c * num_partitions + p];
+                d = Dest{base + data.offset, nullptr, nullptr, 0, 0};
+                if (col.type == TypeId::STRING) {
+                  d.offsets = reinterpret_cast<std::int32_t*>(base + offsets.offset);
+                  d.char_sub = sizes.chars[c][p];
+                  zero.push_back({base + offsets.offset, nullptr, sizeof(std::int32_t)});
+                }
+                if (col.nullable()) {
+                  d.mask = reinterpret_cast<std::uint32_t*>(base + mask.offset);
+                  zero.push_back({base + mask.offset, nullptr, mask.size});
+                }
+              });
         }
         return std::pair{std::move(dest), std::move(zero)};
       },
-      [&] {  // the metadata, which the kernels do not need
+      [&](const Sizes& sizes) {  // the metadata, which the kernels do not need
         for (std::size_t p = 0; p < num_partitions; ++p) {
-          out[p].metadata = spillway::detail::encode(layouts[p]);
+          out[p].metadata = spillway::detail::encode(table, rows_of(sizes, p), chars_of(sizes, p));
         }
       });
   outputs.finish();
@@ -279,7 +298,7 @@ PartitionedTable hash_partition(const TableView& table, std::span<const std::siz
         }
         return std::pair{std::move(dest), std::move(zero)};
       },
-      [] {});
+      [](const Sizes&) {});
   return PartitionedTable{Table(std::move(columns), table.names), std::move(offsets)};
 }
 

@@ -6,8 +6,6 @@
 #include <spillway/core/stream.hpp>
 #include <spillway/memory/buffer_resource.hpp>
 
-#include "table/detail/pack_format.hpp"
-
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -34,14 +32,13 @@ class PackedOutputs {
   /// A payload of `bytes` that the GPU can write on `stream`.
   /// @throws spillway::out_of_memory naming every tier tried when none has room
   std::unique_ptr<Buffer> allocate(std::size_t bytes);
-  /// The payloads of `layouts`, in order. Runs of small ones (under 4 MiB) share a device block of
+  /// Payloads of `sizes` bytes, in order. Runs of small ones (under 4 MiB) share a device block of
   /// up to 16 MiB when the GPU has room for it without spilling: each is then a view that
   /// holds its block, whose memory is freed with the last of them (spilling one alone frees
   /// nothing yet). A device allocation and its free cost ~2 us on an H200: a quarter of a
   /// partition_and_pack into 4096 parts.
   /// @throws spillway::out_of_memory as allocate()
-  std::vector<std::unique_ptr<Buffer>> allocate_all(
-      std::span<const spillway::detail::PackLayout> layouts);
+  std::vector<std::unique_ptr<Buffer>> allocate_all(std::span<const std::size_t> sizes);
   /// Waits for the kernels queued on `stream` if HOST memory was mapped, then unmaps it.
   void finish();
 
