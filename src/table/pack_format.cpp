@@ -110,9 +110,8 @@ std::vector<std::uint8_t> encode(const TableView& schema, std::size_t rows,
   for (std::size_t c = 0; c < schema.num_columns() && c < schema.names.size(); ++c) {
     names += schema.names[c].size();
   }
-  const auto none = [](std::size_t, const BufferSpan&, const BufferSpan&, const BufferSpan&) {};
   ByteWriter w =
-      start_encoding(schema.num_columns(), names, rows, place_buffers(schema, rows, chars, none));
+      start_encoding(schema.num_columns(), names, rows, payload_size(schema, rows, chars));
   place_buffers(
       schema, rows, chars,
       [&](std::size_t c, const BufferSpan& mask, const BufferSpan& offsets,

@@ -62,6 +62,12 @@ std::uint64_t place_buffers(const TableView& schema, std::size_t rows,
   }
   return at;
 }
+/// The payload's size alone (place_buffers without a callback).
+inline std::uint64_t payload_size(const TableView& schema, std::size_t rows,
+                                  std::span<const std::size_t> chars) {
+  return place_buffers(schema, rows, chars,
+                       [](std::size_t, const BufferSpan&, const BufferSpan&, const BufferSpan&) {});
+}
 
 /// The layout of a table with the schema of `schema` (types, nullability, names), `rows` rows
 /// and `chars[c]` character bytes for each STRING column c (ignored for others).

@@ -197,7 +197,6 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
   // Only the payloads' sizes and buffers' places here, while the GPU waits; the metadata after
   // the kernels are queued (a PackLayout per partition here took 1.6 ms of 4096 partitions'
   // 2.4 ms of host work with the GPU idle: bench/NOTES.md).
-  const auto none = [](std::size_t, const BufferSpan&, const BufferSpan&, const BufferSpan&) {};
   partition_any(
       table, keys, num_partitions, seed, br, stream, /*contiguous=*/false,
       [&](const Sizes& sizes) {
@@ -212,7 +211,7 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
                                  std::to_string(c) +
                                  " has more characters than int32 offsets allow");
           }
-          payload[p] = spillway::detail::place_buffers(table, rows_of(sizes, p), part_chars, none);
+          payload[p] = spillway::detail::payload_size(table, rows_of(sizes, p), part_chars);
         }
         auto payloads = [&] {
           SPILLWAY_NVTX_RANGE("partition: allocate");
