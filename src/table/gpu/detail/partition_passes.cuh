@@ -241,10 +241,9 @@ void staged_scatter(const Counted<PidT>& counted, const std::uint32_t* cursors,
                                       : &staged_scatter_kernel<PidT, false, false>);
   SPILLWAY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(ncols));
-  kernel<<<grid, staged_threads, smem, raw(stream)>>>(as<const PidT>(*counted.pid), rank, cursors,
-                                                      as<const std::uint32_t>(*counted.starts),
-                                                      offsets, tl, first_tile, cols, dest);
+  kernel<<<static_cast<unsigned>(tiles * ncols), staged_threads, smem, raw(stream)>>>(
+      as<const PidT>(*counted.pid), rank, cursors, as<const std::uint32_t>(*counted.starts),
+      offsets, tl, first_tile, cols, static_cast<std::uint32_t>(ncols), dest);
   check_launch();
 }
 

@@ -125,12 +125,13 @@ constexpr unsigned staged_threads = 1024;
 /// Rows each thread of staged_scatter_kernel loads at once.
 constexpr unsigned staged_items = 4;
 
-/// Pass 3 with many partitions, for the tiles from first_tile: block (x, y) moves column y of
-/// tile first_tile + x. Its values go into shared memory in the tile's partitioned order
-/// (rank[row], from place_kernel with tile_offsets), then out in that order, so consecutive
-/// threads store consecutive rows of a partition: runs of the tile's rows per partition (8 on
-/// average), not one store per row (scatter_kernel). Validity bits are set per row. Labels:
-/// each staged value's partition goes into shared memory beside it, so the way out reads it
+/// Pass 3 with many partitions, for the tiles from first_tile: block b moves column b % ncols
+/// of tile first_tile + b / ncols, so the blocks in flight are a few tiles' columns, which read
+/// each tile's ranks and labels from DRAM once (later from L2). Its values go into shared memory in
+/// the tile's partitioned order (rank[row], from place_kernel with tile_offsets), then out in that
+/// order, so consecutive threads store consecutive rows of a partition: runs of the tile's rows per
+/// partition (8 on average), not one store per row (scatter_kernel). Validity bits are set per row.
+/// Labels: each staged value's partition goes into shared memory beside it, so the way out reads it
 /// (one load); otherwise (8-byte columns at 4096 partitions, where they do not fit) it is
 /// found by a binary search of the partitions' starts in the tile (12 dependent loads: the
 /// kernel was compute-bound on them).
@@ -138,11 +139,13 @@ template <typename PidT, bool Contiguous, bool Labels>
 __global__ void __launch_bounds__(staged_threads, 2)
     staged_scatter_kernel(const PidT* pid, const std::uint32_t* rank, const std::uint32_t* cursors,
                           const std::uint32_t* starts, const std::uint32_t* tile_offsets, Tiling tl,
-                          std::size_t first_tile, const DeviceColumn* cols, const Dest* dest) {
+                          std::size_t first_tile, const DeviceColumn* cols, std::uint32_t ncols,
+                          const Dest* dest) {
   extern __shared__ __align__(16) std::byte staged[];
-  const std::size_t t = first_tile + blockIdx.x;
-  const DeviceColumn& col = cols[blockIdx.y];
-  const Dest* d = dest + std::size_t{blockIdx.y} * tl.parts;
+  const std::size_t t = first_tile + blockIdx.x / ncols;
+  const std::uint32_t c = blockIdx.x % ncols;
+  const DeviceColumn& col = cols[c];
+  const Dest* d = dest + std::size_t{c} * tl.parts;
   const std::size_t row0 = t * tl.tile_rows;  // rank[0] is first_tile's first row's
   const std::size_t rank0 = first_tile * tl.tile_rows;
   const auto n = static_cast<std::uint32_t>(min(tl.tile_rows, tl.rows - row0));
