@@ -17,8 +17,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace spillway::gpu {
@@ -241,6 +243,9 @@ void staged_scatter(const Counted<PidT>& counted, const std::uint32_t* cursors,
                                       : &staged_scatter_kernel<PidT, false, false>);
   SPILLWAY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
+  SPILLWAY_EXPECTS(tiles * ncols <= std::numeric_limits<int>::max(),
+                   "gpu partitioning: " + std::to_string(tiles) + " tiles of " +
+                       std::to_string(ncols) + " columns are more blocks than one launch takes");
   kernel<<<static_cast<unsigned>(tiles * ncols), staged_threads, smem, raw(stream)>>>(
       as<const PidT>(*counted.pid), rank, cursors, as<const std::uint32_t>(*counted.starts),
       offsets, tl, first_tile, cols, static_cast<std::uint32_t>(ncols), dest);
