@@ -133,9 +133,9 @@ constexpr unsigned staged_items = 4;
 /// so consecutive threads store consecutive rows of a partition: runs of the tile's rows per
 /// partition (8 on average), not one store per row (scatter_kernel). Validity bits are set per
 /// row. Labels: each staged value's partition goes into shared memory beside it, so the way
-/// out reads it (one load); otherwise (8-byte columns at 4096 partitions, where they do not fit) it
-/// is found by a binary search of the partitions' starts in the tile (12 dependent loads: the
-/// kernel was compute-bound on them).
+/// out reads it (one load); otherwise (8-byte columns at 4096 partitions, where they do not
+/// fit) it is found by a binary search of the partitions' starts in the tile (12 dependent
+/// loads: the kernel was compute-bound on them).
 template <typename PidT, bool Contiguous, bool Labels>
 __global__ void __launch_bounds__(staged_threads, 2)
     staged_scatter_kernel(const PidT* pid, const std::uint32_t* rank, const std::uint32_t* cursors,
