@@ -81,8 +81,9 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
           copy = br.allocate(MemoryType::DEVICE, hist.size(), stream);
           cuda::memcpy_async(copy->data(), hist.data(), hist.size(), stream);
         }
-        launch_place<PidT, true>(counted, 0, tl.tiles, as<std::uint32_t>(copy ? *copy : hist),
-                                 as<std::uint32_t>(*pos), nullptr, 0, nullptr, stream);
+        launch_place<PidT, std::uint32_t>(counted, 0, tl.tiles,
+                                          as<std::uint32_t>(copy ? *copy : hist),
+                                          as<std::uint32_t>(*pos), nullptr, 0, nullptr, stream);
       }
     }
     char_pos[c] = br.allocate(MemoryType::DEVICE, (rows + 1) * sizeof(std::uint64_t), stream);

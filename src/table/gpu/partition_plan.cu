@@ -83,20 +83,12 @@ void PartitionPlan::place(std::size_t first, std::size_t last, std::span<std::by
           const auto* cursors = as<const std::uint32_t>(*c.hist);
           if (!s.pos) {
             if (staged) s.tile_offsets = tile_offsets(c, cursors, s.br, stream);
-            s.pos = s.br.allocate(MemoryType::DEVICE, c.tl.rows * sizeof(std::uint32_t), stream);
-            launch_place<typename std::decay_t<decltype(c)>::Pid, true>(
-                c, 0, c.tl.tiles, as<std::uint32_t>(*c.hist), as<std::uint32_t>(*s.pos), nullptr, 0,
-                nullptr, stream, staged ? as<const std::uint32_t>(*s.tile_offsets) : nullptr);
+            s.pos = s.br.allocate(MemoryType::DEVICE, c.tl.rows * place_width(staged), stream);
+            find_places(c, 0, c.tl.tiles, as<std::uint32_t>(*c.hist), *s.pos, s.tile_offsets.get(),
+                        stream);
           }
-          if (staged) {
-            staged_scatter(c, cursors, as<const std::uint32_t>(*s.pos),
-                           as<const std::uint32_t>(*s.tile_offsets), 0, c.tl.tiles, cols,
-                           last - first, widest, d_dest.dest,
-                           /*contiguous=*/true, stream);
-          } else {
-            scatter_rows(c, as<const std::uint32_t>(*s.pos), 0, c.tl.rows, cols, last - first,
-                         d_dest.dest, /*contiguous=*/true, stream);
-          }
+          scatter_places(c, cursors, *s.pos, s.tile_offsets.get(), 0, c.tl.tiles, cols,
+                         last - first, widest, d_dest.dest, /*contiguous=*/true, stream);
           return;
         }
         // Where the place pass advances its cursors in place, each call works on a copy.

@@ -184,15 +184,15 @@ bool advances(const Counted<PidT>& counted, bool wide_split) {
 
 /// Launches place_kernel on `tiles` tiles from `first_tile` (its shared memory is past the
 /// static 48 KiB with its cursors).
-template <typename PidT, bool Positions>
+template <typename PidT, typename PosT>
 void launch_place(const Counted<PidT>& counted, std::size_t first_tile, std::size_t tiles,
-                  std::uint32_t* cursors, std::uint32_t* pos, const DeviceColumn* cols,
-                  std::size_t ncols, const DeviceDests* dests, Stream stream,
+                  std::uint32_t* cursors, PosT* pos, const DeviceColumn* cols, std::size_t ncols,
+                  const DeviceDests* dests, Stream stream,
                   const std::uint32_t* tile_offsets = nullptr) {
   const Tiling& tl = counted.tl;
   if (tiles == 0) return;
-  const std::size_t smem = place_shared_bytes(tl, Positions, ncols);
-  auto* kernel = &place_kernel<PidT, Positions>;
+  const std::size_t smem = place_shared_bytes(tl, !std::is_void_v<PosT>, ncols);
+  auto* kernel = &place_kernel<PidT, PosT>;
   SPILLWAY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem)));
   kernel<<<static_cast<unsigned>(tiles), block_threads, smem, raw(stream)>>>(
@@ -229,7 +229,7 @@ std::unique_ptr<Buffer> tile_offsets(const Counted<PidT>& counted, const std::ui
 /// place_kernel with `offsets` (rank[0] the first tile's first row's).
 template <typename PidT>
 void staged_scatter(const Counted<PidT>& counted, const std::uint32_t* cursors,
-                    const std::uint32_t* rank, const std::uint32_t* offsets, std::size_t first_tile,
+                    const TileRank* rank, const std::uint32_t* offsets, std::size_t first_tile,
                     std::size_t tiles, const DeviceColumn* cols, std::size_t ncols,
                     std::size_t max_width, const Dest* dest, bool contiguous, Stream stream) {
   if (tiles == 0 || ncols == 0) return;
@@ -269,6 +269,46 @@ void scatter_rows(const Counted<PidT>& counted, const std::uint32_t* pos, std::s
   check_launch();
 }
 
+/// The bytes of a row's place in the wide pass 3: its rank in its tile (staged) or its place.
+inline std::size_t place_width(bool staged) {
+  return staged ? sizeof(TileRank) : sizeof(std::uint32_t);
+}
+
+/// The places of the rows of `tiles` tiles from `first_tile` into `pos` (pos[0] the first
+/// tile's first row's): with `offsets` (tile_offsets) each row's rank in its tile, for
+/// staged_scatter, otherwise its place, for scatter_rows.
+template <typename PidT>
+void find_places(const Counted<PidT>& counted, std::size_t first_tile, std::size_t tiles,
+                 std::uint32_t* cursors, Buffer& pos, Buffer* offsets, Stream stream) {
+  if (offsets != nullptr) {
+    launch_place<PidT, TileRank>(counted, first_tile, tiles, cursors, as<TileRank>(pos), nullptr, 0,
+                                 nullptr, stream, as<const std::uint32_t>(*offsets));
+  } else {
+    launch_place<PidT, std::uint32_t>(counted, first_tile, tiles, cursors, as<std::uint32_t>(pos),
+                                      nullptr, 0, nullptr, stream);
+  }
+}
+
+/// Pass 3 of many partitions for `tiles` tiles from `first_tile`, their places in `pos`
+/// (find_places with `offsets` or without): writes columns `cols[0, ncols)` to `dest`.
+/// `contiguous`: each column's partitions follow each other in `dest` (scatter_kernel).
+template <typename PidT>
+void scatter_places(const Counted<PidT>& counted, const std::uint32_t* cursors, Buffer& pos,
+                    Buffer* offsets, std::size_t first_tile, std::size_t tiles,
+                    const DeviceColumn* cols, std::size_t ncols, std::size_t max_width,
+                    const Dest* dest, bool contiguous, Stream stream) {
+  const Tiling& tl = counted.tl;
+  if (offsets != nullptr) {
+    staged_scatter(counted, cursors, as<const TileRank>(pos), as<const std::uint32_t>(*offsets),
+                   first_tile, tiles, cols, ncols, max_width, dest, contiguous, stream);
+  } else {
+    const std::size_t row0 = first_tile * tl.tile_rows;
+    scatter_rows(counted, as<const std::uint32_t>(pos), row0,
+                 std::min(tl.rows, (first_tile + tiles) * tl.tile_rows) - row0, cols, ncols, dest,
+                 contiguous, stream);
+  }
+}
+
 /// Pass 3 of many partitions: the rows' places chunk by chunk (wide_chunks), each chunk's
 /// columns scattered before the next chunk's places are found. The first chunk's places need
 /// no destinations, so the constructor queues them: they run while the host lays out the
@@ -282,14 +322,14 @@ class PlaceWide {
         cursors_{cursors},
         max_width_{max_width},
         stream_{stream},
-        per_{(counted.tl.tiles + wide_chunks - 1) / wide_chunks},
-        staged_{stages(counted.tl, max_width)} {
+        per_{(counted.tl.tiles + wide_chunks - 1) / wide_chunks} {
     if (per_ == 0) return;
-    if (staged_) offsets_ = tile_offsets(counted, cursors, br, stream);
+    if (stages(counted.tl, max_width)) offsets_ = tile_offsets(counted, cursors, br, stream);
     pos_ = br.allocate(
         MemoryType::DEVICE,
-        std::min(counted.tl.rows, per_ * counted.tl.tile_rows) * sizeof(std::uint32_t), stream);
-    find_places(0);
+        std::min(counted.tl.rows, per_ * counted.tl.tile_rows) * place_width(offsets_ != nullptr),
+        stream);
+    find_places_of(0);
   }
 
   /// Writes columns `cols[0, ncols)` to `dest`. `contiguous`: each column's partitions follow
@@ -297,35 +337,24 @@ class PlaceWide {
   void scatter(const DeviceColumn* cols, std::size_t ncols, const Dest* dest, bool contiguous) {
     const Tiling& tl = counted_.tl;
     for (std::size_t t0 = 0; t0 < tl.tiles; t0 += per_) {
-      if (t0 > 0) find_places(t0);
-      const std::size_t n = std::min(per_, tl.tiles - t0);
-      const std::size_t row0 = t0 * tl.tile_rows;
-      if (staged_) {
-        staged_scatter(counted_, cursors_, as<const std::uint32_t>(*pos_),
-                       as<const std::uint32_t>(*offsets_), t0, n, cols, ncols, max_width_, dest,
-                       contiguous, stream_);
-      } else {
-        scatter_rows(counted_, as<const std::uint32_t>(*pos_), row0,
-                     std::min(tl.rows, (t0 + n) * tl.tile_rows) - row0, cols, ncols, dest,
-                     contiguous, stream_);
-      }
+      if (t0 > 0) find_places_of(t0);
+      scatter_places(counted_, cursors_, *pos_, offsets_.get(), t0, std::min(per_, tl.tiles - t0),
+                     cols, ncols, max_width_, dest, contiguous, stream_);
     }
   }
 
  private:
-  void find_places(std::size_t t0) {
-    launch_place<PidT, true>(counted_, t0, std::min(per_, counted_.tl.tiles - t0), cursors_,
-                             as<std::uint32_t>(*pos_), nullptr, 0, nullptr, stream_,
-                             staged_ ? as<const std::uint32_t>(*offsets_) : nullptr);
+  void find_places_of(std::size_t t0) {
+    find_places(counted_, t0, std::min(per_, counted_.tl.tiles - t0), cursors_, *pos_,
+                offsets_.get(), stream_);
   }
 
   const Counted<PidT>& counted_;
   std::uint32_t* cursors_;
   std::size_t max_width_;
   Stream stream_;
-  std::size_t per_;  // tiles a chunk
-  bool staged_;
-  std::unique_ptr<Buffer> offsets_;
+  std::size_t per_;                  // tiles a chunk
+  std::unique_ptr<Buffer> offsets_;  // staged: the tiles' offsets
   std::unique_ptr<Buffer> pos_;
 };
 
@@ -354,7 +383,7 @@ void place_rows(const Counted<PidT>& counted, std::uint32_t* cursors, const Devi
     split_place_kernel<PidT, plan_split_partitions>
         <<<blocks, block_threads, 0, raw(stream)>>>(pid, tl, cursors, cols, n, dest);
   } else {
-    launch_place<PidT, false>(counted, 0, tl.tiles, cursors, nullptr, cols, ncols, &dests, stream);
+    launch_place<PidT, void>(counted, 0, tl.tiles, cursors, nullptr, cols, ncols, &dests, stream);
     return;
   }
   check_launch();

@@ -59,6 +59,13 @@ constexpr std::size_t wide_chunks = 4;
 /// no faster).
 constexpr std::size_t tile_partition_rows = 8;
 
+/// A row's rank in its tile's partitioned order (place_kernel for staged_scatter_kernel): tiles
+/// are staged only with their counts in shared memory (Tiling::shared_counts), so they hold at
+/// most shared_count_partitions * tile_partition_rows rows.
+using TileRank = std::uint16_t;
+static_assert(shared_count_partitions * tile_partition_rows <=
+              std::size_t{std::numeric_limits<TileRank>::max()} + 1);
+
 /// Where partition p's rows of column c go (dest[c * P + p]).
 struct Dest {
   std::byte* data;         // first row (fixed width) or character 0 of the partition

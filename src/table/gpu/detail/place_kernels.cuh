@@ -175,19 +175,20 @@ __device__ __forceinline__ void place_unstaged(const Placement& pl, const Device
 /// Pass 3. `cursors` are the scan's (relative to the partition starts; see Tiling), advanced
 /// as rows are placed in shared memory, or in place with too many partitions for that (then
 /// each launch needs its own copy: place_advances). The launch takes tiles from first_tile
-/// on. Positions: each row's place in partitioned order (the partition's start in `starts`
-/// added) goes to `pos`, pos[0] being the first tile's first row's; with `tile_offsets`
-/// (tile_offsets_kernel; cursors in shared memory only) its rank in its tile's partitioned
-/// order instead, for staged_scatter_kernel. Otherwise every fixed-width
+/// on. PosT std::uint32_t: each row's place in partitioned order (the partition's start in
+/// `starts` added) goes to `pos`, pos[0] being the first tile's first row's; TileRank: its rank
+/// in its tile's partitioned order instead, from `tile_offsets` (tile_offsets_kernel; cursors in
+/// shared memory only), for staged_scatter_kernel. PosT void: every fixed-width
 /// column's values and every validity bit go to `dest`: a group of columns at a time is loaded
 /// into shared memory (cp.async, all of the group's loads in flight at once: the pass waits on
 /// memory, so bytes in flight are its bandwidth), then placed from there in sorted order.
-template <typename PidT, bool Positions>
+template <typename PidT, typename PosT>
 __global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
     place_kernel(const PidT* pid, Tiling tl, std::size_t first_tile, std::uint32_t* cursors,
-                 const std::uint32_t* starts, const std::uint32_t* tile_offsets, std::uint32_t* pos,
+                 const std::uint32_t* starts, const std::uint32_t* tile_offsets, PosT* pos,
                  const DeviceColumn* cols, std::uint32_t ncols, const Dest* dest,
                  std::byte* const* data) {
+  constexpr bool Positions = !std::is_void_v<PosT>;
   __shared__ PlaceShared<PidT> sh;
   extern __shared__ std::uint32_t shared_cursors[];  // place_shared_bytes(tl, Positions, ncols)
   // A group's destinations, after the cursors (placing columns)
@@ -258,11 +259,13 @@ __global__ void __launch_bounds__(block_threads, place_blocks_per_sm)
       const std::size_t row0 = first_tile * tl.tile_rows;  // pos[0] is this row's
       for (std::uint32_t k = threadIdx.x; k < n; k += blockDim.x) {
         const std::uint32_t q = sh.pid[k];
-        // tile_offsets: the row's rank in its tile's partitioned order instead (the cursors
-        // are the tile's first places, unchanged: advanced in shared memory)
-        pos[sub - row0 + sh.src[k]] =
-            tile_offsets == nullptr ? starts[q] + sh.at[k]
-                                    : tile_offsets[tl.at(t, q)] + (sh.at[k] - cursors[tl.at(t, q)]);
+        if constexpr (std::is_same_v<PosT, TileRank>) {
+          // (the cursors are the tile's first places, unchanged: advanced in shared memory)
+          pos[sub - row0 + sh.src[k]] =
+              static_cast<TileRank>(tile_offsets[tl.at(t, q)] + (sh.at[k] - cursors[tl.at(t, q)]));
+        } else {
+          pos[sub - row0 + sh.src[k]] = starts[q] + sh.at[k];
+        }
       }
     } else {
       Placement pl;

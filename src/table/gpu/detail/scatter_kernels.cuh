@@ -138,7 +138,7 @@ constexpr unsigned staged_items = 4;
 /// loads: the kernel was compute-bound on them).
 template <typename PidT, bool Contiguous, bool Labels>
 __global__ void __launch_bounds__(staged_threads, 2)
-    staged_scatter_kernel(const PidT* pid, const std::uint32_t* rank, const std::uint32_t* cursors,
+    staged_scatter_kernel(const PidT* pid, const TileRank* rank, const std::uint32_t* cursors,
                           const std::uint32_t* starts, const std::uint32_t* tile_offsets, Tiling tl,
                           std::size_t first_tile, const DeviceColumn* cols, std::uint32_t ncols,
                           const Dest* dest) {
@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(staged_threads, 2)
     if constexpr (!Labels) offs[p] = off;
   }
   const bool fixed = width != 0;  // STRING: string_kernel (only its mask here)
-  const std::uint32_t* ranks = rank + (row0 - rank0);
+  const TileRank* ranks = rank + (row0 - rank0);
   if (fixed) {  // the tile's values to their ranks, staged_items loads in flight per thread
     detail::with_width(col.width, [&]<typename T>() {
       const T* src = reinterpret_cast<const T*>(col.data) + row0;
