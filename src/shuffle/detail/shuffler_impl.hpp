@@ -50,8 +50,10 @@ struct Shuffler::Impl {
   /// together: their payloads are gathered into one buffer of up to batch_bytes (and the send
   /// budget), sent and received as one, and split into views of it on arrival. A message, a
   /// receive and a landing allocation each cost about 25 us a chunk on an H200 (bench/NOTES.md),
-  /// far more than copying ~100 KiB; a chunk that waits alone goes as it is.
-  static constexpr std::size_t batch_below = std::size_t{1} << 20;
+  /// far more than copying ~100 KiB; on 2 CPU cores under MPI a 1.25 MiB chunk's message cost
+  /// more than copying it (the hashed shuffle at -o 64 took 7% less time with chunks up to
+  /// 4 MiB batched). A chunk that waits alone goes as it is.
+  static constexpr std::size_t batch_below = std::size_t{4} << 20;
   static constexpr std::size_t batch_bytes = std::size_t{8} << 20;
 
   /// Whether `bytes` in `chunks` chunks of `columns` columns are better sent packed. Direct
