@@ -58,13 +58,28 @@ constexpr std::size_t wide_chunks = 4;
 /// so 8 keeps them, and the scan's passes over them, at about half a byte per row (16 measured
 /// no faster).
 constexpr std::size_t tile_partition_rows = 8;
+/// With wide_partitions to wide_tile_partitions partitions, twice as many: the staged scatter
+/// then writes runs of 16 rows of a partition on average instead of 8, and its two blocks a
+/// multiprocessor still fit (104 KiB each with int32 columns). On one H100, 1024 partitions:
+/// partition_and_pack 0.230 -> 0.260 of the copy, hash_partition 0.250 -> 0.293 (bench/NOTES.md).
+/// Not measured beyond 1024, where a tile's staged values would leave one block a
+/// multiprocessor.
+constexpr std::size_t wide_tile_partition_rows = 16;
+constexpr std::size_t wide_tile_partitions = 1024;
+/// Rows per partition in a tile of a partitioning into `parts`.
+inline std::size_t tile_rows_per_partition(std::size_t parts) {
+  return parts >= wide_partitions && parts <= wide_tile_partitions ? wide_tile_partition_rows
+                                                                   : tile_partition_rows;
+}
 
 /// A row's rank in its tile's partitioned order (place_kernel for staged_scatter_kernel): tiles
 /// are staged only with their counts in shared memory (Tiling::shared_counts), so they hold at
 /// most shared_count_partitions * tile_partition_rows rows.
 using TileRank = std::uint16_t;
 static_assert(shared_count_partitions * tile_partition_rows <=
-              std::size_t{std::numeric_limits<TileRank>::max()} + 1);
+                  std::size_t{std::numeric_limits<TileRank>::max()} + 1 &&
+              wide_tile_partitions * wide_tile_partition_rows <=
+                  std::size_t{std::numeric_limits<TileRank>::max()} + 1);
 
 /// Where partition p's rows of column c go (dest[c * P + p]).
 struct Dest {
@@ -90,8 +105,9 @@ struct Tiling {
       : rows{r},
         parts{static_cast<std::uint32_t>(p)},
         bits{std::max(1, static_cast<int>(std::bit_width(p - 1)))},
-        tile_rows{std::max<std::size_t>(1, (tile_partition_rows * p + sub_rows - 1) / sub_rows) *
-                  sub_rows},
+        tile_rows{
+            std::max<std::size_t>(1, (tile_rows_per_partition(p) * p + sub_rows - 1) / sub_rows) *
+            sub_rows},
         tiles{(r + tile_rows - 1) / tile_rows} {}
   [[nodiscard]] __host__ __device__ bool shared_counts() const {
     return parts <= shared_count_partitions;
