@@ -67,19 +67,20 @@ constexpr std::size_t tile_partition_rows = 8;
 constexpr std::size_t wide_tile_partition_rows = 16;
 constexpr std::size_t wide_tile_partitions = 1024;
 /// Rows per partition in a tile of a partitioning into `parts`.
-inline std::size_t tile_rows_per_partition(std::size_t parts) {
+constexpr std::size_t tile_rows_per_partition(std::size_t parts) {
   return parts >= wide_partitions && parts <= wide_tile_partitions ? wide_tile_partition_rows
                                                                    : tile_partition_rows;
 }
 
 /// A row's rank in its tile's partitioned order (place_kernel for staged_scatter_kernel): tiles
 /// are staged only with their counts in shared memory (Tiling::shared_counts), so they hold at
-/// most shared_count_partitions * tile_partition_rows rows.
+/// most this many rows (the larger tiles of wide_tile_partitions or those of
+/// shared_count_partitions).
 using TileRank = std::uint16_t;
-static_assert(shared_count_partitions * tile_partition_rows <=
-                  std::size_t{std::numeric_limits<TileRank>::max()} + 1 &&
-              wide_tile_partitions * wide_tile_partition_rows <=
-                  std::size_t{std::numeric_limits<TileRank>::max()} + 1);
+constexpr std::size_t max_staged_tile_rows =
+    std::max(wide_tile_partitions * tile_rows_per_partition(wide_tile_partitions),
+             shared_count_partitions* tile_rows_per_partition(shared_count_partitions));
+static_assert(max_staged_tile_rows <= std::size_t{std::numeric_limits<TileRank>::max()} + 1);
 
 /// Where partition p's rows of column c go (dest[c * P + p]).
 struct Dest {
