@@ -284,12 +284,14 @@ BENCHMARK(BM_PartitionAndPack)
     ->Arg(16)
     ->Arg(64)
     ->Arg(256)
+    ->Arg(512)
     ->Arg(1024)
+    ->Arg(2048)
     ->Arg(4096)
     ->Apply(args);
 BENCHMARK(BM_HashPartition)->Arg(8)->Arg(64)->Arg(1024)->Arg(4096)->Apply(args);
 BENCHMARK(BM_PartitionAndPackOf)
-    ->ArgsProduct({{64, 1024, 4096},  // (google benchmark varies the first fastest)
+    ->ArgsProduct({{64, 1024, 2048, 4096},  // (google benchmark varies the first fastest)
                    {static_cast<int>(Input::int64_key), static_cast<int>(Input::with_string),
                     static_cast<int>(Input::zipf)}})
     ->Apply(args);

@@ -150,6 +150,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{0, 4, 0.0}, Case{1, 1, 0.5}, Case{1000, 7, 0.1}, Case{5000, 64, 0.0},
                       Case{20000, 1000, 0.3},   // columns scattered (wide_partitions)
                       Case{300000, 600, 0.1},   // the same, over several chunks of tiles
+                      Case{300000, 2048, 0.1},  // 8-byte columns: tiles of 8 rows a partition
                       Case{300000, 4096, 0.0},  // cursors in shared memory, the most
                       Case{300000, 5000, 0.2},  // cursors in global memory
                       Case{3000, 70000, 0.2},   // 32-bit partition ids
@@ -193,9 +194,9 @@ TEST_F(GpuTable, OneFixedWidthKeyEqualsTheCpuByteForByte) {
   expect_same_packs(cpu, gpu_parts);
 }
 
-// Columns of at most 4 bytes at 1024 and 4096 partitions: the wide pass stages a whole tile of
-// a column with each value's partition beside it (at 4096 the tile takes nearly all of a
-// block's shared memory), with nulls in every column.
+// Columns of at most 4 bytes at 1024, 2048 and 4096 partitions: the wide pass stages a whole
+// tile of a column with each value's partition beside it (16 rows a partition up to 2048; at
+// 4096 the tile takes nearly all of a block's shared memory), with nulls in every column.
 TEST_F(GpuTable, NarrowColumnsAtManyPartitionsEqualTheCpu) {
   RandomTableOptions o;
   o.rows = 200003;
@@ -206,7 +207,7 @@ TEST_F(GpuTable, NarrowColumnsAtManyPartitionsEqualTheCpu) {
   const Table h = random_table(o, br);
   const Table d = on_device(h);
   const std::vector<std::size_t> keys{0};
-  for (std::size_t parts : {1024, 4096}) {
+  for (std::size_t parts : {1024, 2048, 4096}) {
     SCOPED_TRACE(std::to_string(parts) + " parts");
     auto cpu = partition_and_pack(h.view(), keys, parts, br, 8);
     auto gpu_parts = gpu::partition_and_pack(d.view(), keys, parts, br, stream, 8);

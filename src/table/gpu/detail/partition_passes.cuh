@@ -130,11 +130,21 @@ void scan_counts(const Tiling& tl, std::uint32_t* counts, std::uint32_t* starts,
   }
 }
 
+/// The widest fixed-width column of `t` among [first, last) (0: none).
+std::size_t max_width(const TableView& t, std::size_t first, std::size_t last) {
+  std::size_t w = 0;
+  for (std::size_t c = first; c < last; ++c) {
+    if (is_fixed_width(t.columns[c].type)) w = std::max(w, size_of(t.columns[c].type));
+  }
+  return w;
+}
+
 template <typename PidT>
 Counted<PidT> count_rows(const TableView& table, std::span<const std::size_t> keys,
                          std::size_t parts, std::uint32_t seed, BufferResource& br, Stream stream) {
   const std::size_t rows = table.num_rows();
-  Counted<PidT> out{Tiling(rows, parts), nullptr, nullptr, nullptr};
+  Counted<PidT> out{Tiling(rows, parts, max_width(table, 0, table.num_columns())), nullptr, nullptr,
+                    nullptr};
   const Tiling& tl = out.tl;
   std::vector<DeviceColumn> key_cols;
   for (std::size_t k : keys) key_cols.push_back(detail::to_device_column(table.columns[k]));
@@ -357,15 +367,6 @@ class PlaceWide {
   std::unique_ptr<Buffer> offsets_;  // staged: the tiles' offsets
   std::unique_ptr<Buffer> pos_;
 };
-
-/// The widest fixed-width column of `t` among [first, last) (0: none).
-std::size_t max_width(const TableView& t, std::size_t first, std::size_t last) {
-  std::size_t w = 0;
-  for (std::size_t c = first; c < last; ++c) {
-    if (is_fixed_width(t.columns[c].type)) w = std::max(w, size_of(t.columns[c].type));
-  }
-  return w;
-}
 
 template <typename PidT>
 void place_rows(const Counted<PidT>& counted, std::uint32_t* cursors, const DeviceColumn* cols,

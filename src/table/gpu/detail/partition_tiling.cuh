@@ -58,18 +58,24 @@ constexpr std::size_t wide_chunks = 4;
 /// so 8 keeps them, and the scan's passes over them, at about half a byte per row (16 measured
 /// no faster).
 constexpr std::size_t tile_partition_rows = 8;
-/// With wide_partitions to wide_tile_partitions partitions, twice as many: the staged scatter
-/// then writes runs of 16 rows of a partition on average instead of 8, and its two blocks a
-/// multiprocessor still fit (104 KiB each with int32 columns). On one H100, 1024 partitions:
-/// partition_and_pack 0.230 -> 0.260 of the copy, hash_partition 0.250 -> 0.293 (bench/NOTES.md).
-/// Not measured beyond 1024, where a tile's staged values would leave one block a
-/// multiprocessor.
+/// With wide_partitions to wide_tile_partitions partitions, twice as many where a tile's values
+/// of the widest fixed-width column then take at most wide_tile_bytes: the staged scatter
+/// then writes runs of 16 rows of a partition on average instead of 8. On one H100:
+/// partition_and_pack of 10 int32 columns 0.230 -> 0.260 of the copy at 1024 partitions (two
+/// 104 KiB blocks a multiprocessor), 0.209 -> 0.240 at 2048 (one 208 KiB block), whose peak
+/// extra memory fell from 1.089 to 1.076 of the input (half the tiles' counts; bench/NOTES.md).
+/// Wider tiles would not be staged at all (4096 partitions, or 8-byte columns at 2048).
 constexpr std::size_t wide_tile_partition_rows = 16;
-constexpr std::size_t wide_tile_partitions = 1024;
-/// Rows per partition in a tile of a partitioning into `parts`.
-constexpr std::size_t tile_rows_per_partition(std::size_t parts) {
-  return parts >= wide_partitions && parts <= wide_tile_partitions ? wide_tile_partition_rows
-                                                                   : tile_partition_rows;
+constexpr std::size_t wide_tile_partitions = 2048;
+constexpr std::size_t wide_tile_bytes = std::size_t{128} << 10;
+/// Rows per partition in a tile of a partitioning into `parts` of a table whose widest
+/// fixed-width column has `width` bytes.
+constexpr std::size_t tile_rows_per_partition(std::size_t parts, std::size_t width) {
+  return parts >= wide_partitions && parts <= wide_tile_partitions &&
+                 parts * wide_tile_partition_rows * std::max<std::size_t>(width, 1) <=
+                     wide_tile_bytes
+             ? wide_tile_partition_rows
+             : tile_partition_rows;
 }
 
 /// A row's rank in its tile's partitioned order (place_kernel for staged_scatter_kernel): tiles
@@ -78,8 +84,8 @@ constexpr std::size_t tile_rows_per_partition(std::size_t parts) {
 /// shared_count_partitions).
 using TileRank = std::uint16_t;
 constexpr std::size_t max_staged_tile_rows =
-    std::max(wide_tile_partitions * tile_rows_per_partition(wide_tile_partitions),
-             shared_count_partitions* tile_rows_per_partition(shared_count_partitions));
+    std::max(wide_tile_partitions * tile_rows_per_partition(wide_tile_partitions, 1),
+             shared_count_partitions* tile_rows_per_partition(shared_count_partitions, 1));
 static_assert(max_staged_tile_rows <= std::size_t{std::numeric_limits<TileRank>::max()} + 1);
 
 /// Where partition p's rows of column c go (dest[c * P + p]).
@@ -102,13 +108,14 @@ struct Tiling {
   std::size_t tile_rows;  // a multiple of sub_rows
   std::size_t tiles;
 
-  Tiling(std::size_t r, std::size_t p)
+  /// `r` rows into `p` partitions, the widest fixed-width column `width` bytes.
+  Tiling(std::size_t r, std::size_t p, std::size_t width)
       : rows{r},
         parts{static_cast<std::uint32_t>(p)},
         bits{std::max(1, static_cast<int>(std::bit_width(p - 1)))},
-        tile_rows{
-            std::max<std::size_t>(1, (tile_rows_per_partition(p) * p + sub_rows - 1) / sub_rows) *
-            sub_rows},
+        tile_rows{std::max<std::size_t>(
+                      1, (tile_rows_per_partition(p, width) * p + sub_rows - 1) / sub_rows) *
+                  sub_rows},
         tiles{(r + tile_rows - 1) / tile_rows} {}
   [[nodiscard]] __host__ __device__ bool shared_counts() const {
     return parts <= shared_count_partitions;
