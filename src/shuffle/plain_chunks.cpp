@@ -103,14 +103,16 @@ void Shuffler::Impl::announce(Rank dst, std::span<const detail::ChunkHeader> chu
 
 void Shuffler::Impl::send_payloads() {
   while (auto msg = comm.recv_any(tag(stage_ready))) {
-    detail::check_ready(msg->data);
+    const std::uint32_t payloads = detail::decode_ready(msg->data);
     const auto src = static_cast<std::size_t>(msg->source);
-    if (readies[src] == announced[src].size()) {
-      SPILLWAY_FAIL("rank " + std::to_string(msg->source) +
-                        " said it was ready for a payload, but none was announced to it",
+    if (payloads > announced[src].size() - readies[src]) {
+      SPILLWAY_FAIL("rank " + std::to_string(msg->source) + " said it was ready for " +
+                        std::to_string(payloads) + " payloads, but " +
+                        std::to_string(announced[src].size() - readies[src]) +
+                        " were announced to it and waiting",
                     corrupt_data_error);
     }
-    ++readies[src];
+    readies[src] += payloads;
     ++moved;
   }
   for (std::size_t dst = 0; dst < readies.size(); ++dst) {
@@ -232,21 +234,30 @@ void Shuffler::Impl::post_receives() {
     if (!joined) return;  // the input this rank is still making has its memory first
   }
   // In arrival order, so that each peer's payloads are received (and asked for) in the order
-  // it announced them.
+  // it announced them. One ready message per peer for all the receives posted here: under
+  // OpenMPI's shared memory a message waits behind the payloads being copied, and a sender
+  // that read one ready per progress round posted its sends that much later (bench/NOTES.md).
+  if (deferred.empty()) return;
+  std::vector<std::uint32_t> ready(static_cast<std::size_t>(n), 0);
   while (!deferred.empty()) {
     Deferred& d = deferred.front();
     const std::size_t bytes = detail::chunk_offsets(d.chunks).back();
     auto share = br.transfer_budget().try_take(bytes);
-    if (!share) return;
+    if (!share) break;
     auto res = reserve_landing(bytes);
-    if (!res) return;
+    if (!res) break;
     auto buf = br.allocate(*res, bytes, br.stream());
     count_landing(*buf, bytes);
     receives.push_back({comm.recv(d.source, tag(stage_payload), std::move(buf)),
                         std::move(d.chunks), std::move(*share)});
-    comm.send_message(detail::encode_ready(), d.source, tag(stage_ready));
+    ++ready[static_cast<std::size_t>(d.source)];
     deferred.pop_front();
     ++moved;
+  }
+  for (std::size_t src = 0; src < ready.size(); ++src) {
+    if (ready[src] > 0) {
+      comm.send_message(detail::encode_ready(ready[src]), static_cast<Rank>(src), tag(stage_ready));
+    }
   }
 }
 

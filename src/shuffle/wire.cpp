@@ -54,16 +54,20 @@ std::vector<std::uint8_t> encode_chunks(std::span<const ChunkHeader> chunks) {
   return w.take();
 }
 
-std::vector<std::uint8_t> encode_ready() {
+std::vector<std::uint8_t> encode_ready(std::uint32_t payloads) {
   ByteWriter w;
   w.put(ready_magic);
+  w.put(payloads);
   return w.take();
 }
 
-void check_ready(std::span<const std::uint8_t> bytes) {
+std::uint32_t decode_ready(std::span<const std::uint8_t> bytes) {
   ByteReader r(bytes, "corrupt shuffle ready message: ");
   if (r.get<std::uint32_t>("magic") != ready_magic) r.fail("bad magic");
+  const auto payloads = r.get<std::uint32_t>("payloads");
+  if (payloads == 0) r.fail("ready for no payload");
   end(r);
+  return payloads;
 }
 
 std::vector<ChunkHeader> decode_chunks(std::span<const std::uint8_t> bytes, PartID total) {

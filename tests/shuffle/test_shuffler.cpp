@@ -642,14 +642,14 @@ TEST(Shuffler, ARankThatFailsMidShuffleFailsThePeersAndLeavesNoSpillFiles) {
   EXPECT_EQ(left, 0U) << "spill files or directories left in " << dir.path();
 }
 
-// A truncated chunk header, a truncated ready message and a ready message for a payload
+// A truncated chunk header, a truncated ready message and a ready message for payloads
 // never announced each fail the shuffle with the reason.
 TEST(Shuffler, CorruptMessagesAreRejected) {
-  const std::vector<std::uint8_t> ready = detail::encode_ready();
+  const std::vector<std::uint8_t> ready = detail::encode_ready(2);
   const std::vector<std::tuple<std::vector<std::uint8_t>, std::uint8_t, std::string>> cases{
       {{1, 2, 3}, 0, "corrupt shuffle chunk"},
       {{1, 2, 3}, 3, "corrupt shuffle ready"},
-      {ready, 3, "none was announced to it"}};
+      {ready, 3, "were announced to it and waiting"}};
   for (const auto& [message, stage, what] : cases) {
     test::TempDir dir;
     BufferResource br(test::host_config(dir.path()));

@@ -83,10 +83,13 @@ TEST(Wire, BadBytesAreCorruptDataErrors) {
   f.direct_groups = max_direct_groups + 1;
   expect_corrupt([&] { (void)decode_finish(encode_finish(f), 4); }, "too many groups");
   expect_corrupt([&] { (void)decode_finish(chunk, 4); }, "a chunk read as a finish");
-  EXPECT_NO_THROW(check_ready(encode_ready()));
-  auto ready = encode_ready();
+  EXPECT_EQ(decode_ready(encode_ready(1)), 1U);
+  EXPECT_EQ(decode_ready(encode_ready(70000)), 70000U);
+  expect_corrupt([&] { (void)decode_ready(encode_ready(0)); }, "a ready message for no payload");
+  auto ready = encode_ready(3);
   ready.push_back(0);
-  expect_corrupt([&] { check_ready(ready); }, "a ready message with a trailing byte");
-  expect_corrupt([&] { check_ready(std::span(chunk).first(3)); }, "a ready message cut short");
-  expect_corrupt([&] { check_ready(chunk); }, "a chunk read as a ready message");
+  expect_corrupt([&] { (void)decode_ready(ready); }, "a ready message with a trailing byte");
+  expect_corrupt([&] { (void)decode_ready(std::span(chunk).first(3)); },
+                 "a ready message cut short");
+  expect_corrupt([&] { (void)decode_ready(chunk); }, "a chunk read as a ready message");
 }

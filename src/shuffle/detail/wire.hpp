@@ -32,9 +32,12 @@ std::vector<std::uint8_t> encode_chunks(std::span<const ChunkHeader> chunks);
 /// @throws spillway::corrupt_data_error naming what is wrong
 std::vector<ChunkHeader> decode_chunks(std::span<const std::uint8_t> bytes,
                                        PartID total_partitions);
-std::vector<std::uint8_t> encode_ready();
+/// A ready message: the owner has posted the receives of the sender's next `payloads`
+/// announced payloads (in the order they were announced), so they may go.
+std::vector<std::uint8_t> encode_ready(std::uint32_t payloads);
+/// The payloads a ready message covers (at least one).
 /// @throws spillway::corrupt_data_error naming what is wrong
-void check_ready(std::span<const std::uint8_t> bytes);
+std::uint32_t decode_ready(std::span<const std::uint8_t> bytes);
 /// Where each chunk of a chunks message starts in its payload, each at a multiple of
 /// chunk_alignment (as a payload allocated on its own starts), then the payload's size.
 std::vector<std::uint64_t> chunk_offsets(std::span<const ChunkHeader> chunks);
