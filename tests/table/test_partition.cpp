@@ -101,7 +101,8 @@ TEST(HashPartition, ColumnsOfOneWidthInGroupsMatchTheDefinition) {
   o.types.push_back(TypeId::INT32);
   Table t = random_table(o, br);
   const std::vector<std::size_t> keys{0};
-  for (const std::size_t n : {1, 3, 64, 100, 300, 512, 1024}) {  // (512: groups of 4)
+  // (with 48 KiB of L1: 128 partitions in groups of 5 and 300 of 2 (L1), 512 of 4 (L2))
+  for (const std::size_t n : {1, 3, 64, 100, 128, 300, 512, 1024}) {
     for (std::size_t threads : {1, 2, 3}) {
       SCOPED_TRACE(std::to_string(n) + " partitions, " + std::to_string(threads) + " threads");
       auto part = hash_partition(t.view(), keys, n, br, 7, threads);
