@@ -36,15 +36,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto parts = static_cast<spillway::PartID>(total == 0 ? 1 : total);
   const std::span<const std::uint8_t> msg(data + 3, size - 3);
   try {
-    const auto ready = spillway::detail::encode_ready();
-    if (std::equal(msg.begin(), msg.end(), ready.begin(), ready.end())) {
-      spillway::detail::check_ready(msg);  // the one valid ready message: must pass
-    } else if (msg.size() < 16) {
-      try {
-        spillway::detail::check_ready(msg);
-        std::abort();  // any other bytes are not a ready message
-      } catch (const spillway::corrupt_data_error&) {
+    try {
+      // A ready message that decodes covers at least one payload and is the encoding of its
+      // count (so no other bytes pass as one).
+      const std::uint32_t payloads = spillway::detail::decode_ready(msg);
+      const auto again = spillway::detail::encode_ready(payloads);
+      if (payloads == 0 || again.size() != msg.size() ||
+          std::memcmp(again.data(), msg.data(), msg.size()) != 0) {
+        std::abort();
       }
+    } catch (const spillway::corrupt_data_error&) {
     }
     if (finish) {
       const auto f = spillway::detail::decode_finish(msg, parts);
