@@ -11,7 +11,6 @@
 #include "shuffle/detail/wire.hpp"
 #include "table/detail/pack_format.hpp"
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>

@@ -66,22 +66,23 @@ void TransferCore::barrier(std::chrono::milliseconds timeout) {
     return me_ != 0 && released_ >= generation;
   };
   const auto start = std::chrono::steady_clock::now();
+  bool left = false;
+  const auto advance = [&] {
+    pump();
+    return left = done();
+  };
   for (;;) {
     {
       std::lock_guard lock(mutex_);
-      pump();
-      if (done()) return;
+      if (advance()) return;
       for (Rank r = 0; r < nranks_; ++r) {
         if (me_ != 0 && r != 0) continue;  // only rank 0 matters to the others
-        if (const std::string why = death_of(r); !why.empty()) {
-          // What a rank sent before its connection closed is delivered before the close is
-          // seen: rank 0's release may have come in since the pump above, and rank 0 may
-          // already have left the barrier (seen once in CI under ThreadSanitizer, 3 ranks).
-          pump();
-          if (done()) return;
+        // (rank 0 may have released this rank and left before its connection closed)
+        if (const std::string why = gone_unless(r, advance); !why.empty()) {
           SPILLWAY_FAIL(prefix_ + "barrier: rank " + std::to_string(r) + " is gone (" + why + ")",
                         comm_error);
         }
+        if (left) return;
       }
     }
     const auto waited = std::chrono::steady_clock::now() - start;

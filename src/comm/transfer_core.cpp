@@ -199,18 +199,21 @@ void TransferCore::finish(TransferRecv& r) {
 
 bool TransferCore::progress(TransferRecv& r) {
   std::lock_guard lock(mutex_);
-  pump();
-  if (r.state == TransferRecv::State::offered && r.landing.path != nullptr &&
-      r.landing.path->engine->imm_count(r.imm) > 0) {
-    (void)r.landing.path->engine->expect_imm(r.imm, 1);  // takes the arrival
-    finish(r);
-  }
-  if (r.state == TransferRecv::State::copying && r.copied.is_complete()) {
-    release(r.landing);
-    r.state = TransferRecv::State::done;
-  }
-  if (r.state == TransferRecv::State::offered) {
-    if (const std::string why = death_of(r.peer); !why.empty()) {
+  const auto advance = [&] {
+    pump();
+    if (r.state == TransferRecv::State::offered && r.landing.path != nullptr &&
+        r.landing.path->engine->imm_count(r.imm) > 0) {
+      (void)r.landing.path->engine->expect_imm(r.imm, 1);  // takes the arrival
+      finish(r);
+    }
+    if (r.state == TransferRecv::State::copying && r.copied.is_complete()) {
+      release(r.landing);
+      r.state = TransferRecv::State::done;
+    }
+    return r.state != TransferRecv::State::offered;
+  };
+  if (!advance()) {
+    if (const std::string why = gone_unless(r.peer, advance); !why.empty()) {
       recvs_.erase(r.imm);
       release(r.landing);
       r.fail("rank " + std::to_string(r.peer) + " is gone (" + why + ")");
@@ -224,20 +227,24 @@ bool TransferCore::progress(TransferRecv& r) {
 
 bool TransferCore::progress(TransferSend& s) {
   std::lock_guard lock(mutex_);
-  pump();
-  if (s.state == TransferSend::State::writing) {
-    const tx::Status st = s.ticket.poll();
-    if (st == tx::Status::ok) {
-      release(s.landing);
-      s.state = TransferSend::State::done;
-    } else if (st != tx::Status::in_progress) {
-      release(s.landing);
-      s.error = std::string("the write ended as ") + tx::to_string(st) + ": " + s.ticket.message();
-      s.state = TransferSend::State::failed;
+  const auto advance = [&] {
+    pump();
+    if (s.state == TransferSend::State::writing) {
+      const tx::Status st = s.ticket.poll();
+      if (st == tx::Status::ok) {
+        release(s.landing);
+        s.state = TransferSend::State::done;
+      } else if (st != tx::Status::in_progress) {
+        release(s.landing);
+        s.error =
+            std::string("the write ended as ") + tx::to_string(st) + ": " + s.ticket.message();
+        s.state = TransferSend::State::failed;
+      }
     }
-  }
-  if (s.state == TransferSend::State::queued) {
-    if (const std::string why = death_of(s.peer); !why.empty()) {
+    return s.state != TransferSend::State::queued;
+  };
+  if (!advance()) {
+    if (const std::string why = gone_unless(s.peer, advance); !why.empty()) {
       unqueue_send(s);
       s.error = "rank " + std::to_string(s.peer) + " is gone (" + why + ")";
       s.state = TransferSend::State::failed;

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 #include "core/detail/nvtx.hpp"
 
@@ -238,7 +239,6 @@ void Shuffler::Impl::post_receives() {
   // OpenMPI's shared memory a message waits behind the payloads being copied, and a sender
   // that read one ready per progress round posted its sends that much later (bench/NOTES.md).
   if (deferred.empty()) return;
-  std::vector<std::uint32_t> ready(static_cast<std::size_t>(n), 0);
   while (!deferred.empty()) {
     Deferred& d = deferred.front();
     const std::size_t bytes = detail::chunk_offsets(d.chunks).back();
@@ -250,13 +250,14 @@ void Shuffler::Impl::post_receives() {
     count_landing(*buf, bytes);
     receives.push_back({comm.recv(d.source, tag(stage_payload), std::move(buf)),
                         std::move(d.chunks), std::move(*share)});
-    ++ready[static_cast<std::size_t>(d.source)];
+    ++posted_from[static_cast<std::size_t>(d.source)];
     deferred.pop_front();
     ++moved;
   }
-  for (std::size_t src = 0; src < ready.size(); ++src) {
-    if (ready[src] > 0) {
-      comm.send_message(detail::encode_ready(ready[src]), static_cast<Rank>(src), tag(stage_ready));
+  for (std::size_t src = 0; src < posted_from.size(); ++src) {
+    if (posted_from[src] > 0) {
+      comm.send_message(detail::encode_ready(std::exchange(posted_from[src], 0)),
+                        static_cast<Rank>(src), tag(stage_ready));
     }
   }
 }

@@ -148,6 +148,16 @@ class TransferCore : public std::enable_shared_from_this<TransferCore> {
   /// Why rank `r` is gone (its engine reported it failed, or it sent a bad message); empty
   /// while it is not.
   std::string death_of(Rank r);
+  /// Why rank `r` is gone, for a wait that `advance` moves on (it pumps, takes what arrived and
+  /// returns whether the wait is over); empty while `r` is alive or once `advance` ends the wait.
+  /// What a rank sent before its connection closed is delivered before the close is seen, so
+  /// the wait is advanced once more after the death is seen and before it is reported.
+  template <typename Advance>
+  std::string gone_unless(Rank r, Advance&& advance) {
+    std::string why = death_of(r);
+    if (why.empty() || advance()) return {};
+    return why;
+  }
 
  private:
   void prepare(Landing& landing, Buffer& buffer, TransferPath& path);

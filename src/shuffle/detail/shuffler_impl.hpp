@@ -119,6 +119,7 @@ struct Shuffler::Impl {
         announced(static_cast<std::size_t>(c.nranks())),
         readies(static_cast<std::size_t>(c.nranks()), 0),
         finished_from(static_cast<std::size_t>(c.nranks()), 0),
+        posted_from(static_cast<std::size_t>(c.nranks()), 0),
         direct_groups(static_cast<std::size_t>(c.nranks()), 1) {
     for (PartID pid = 0; pid < total; ++pid) {
       const Rank r = own(pid, n);
@@ -375,6 +376,8 @@ struct Shuffler::Impl {
     std::vector<detail::ChunkHeader> chunks;
   };
   std::deque<Deferred> deferred;
+  std::vector<std::uint32_t>
+      posted_from;  // per source: receives posted this round (all zero between)
   std::optional<std::chrono::steady_clock::time_point> deferred_since;  // memory short since
   std::optional<std::chrono::steady_clock::time_point> unspill_since;   // the same, to send
 
