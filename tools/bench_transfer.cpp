@@ -440,7 +440,8 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
   };
   std::printf(
       "spillway-bench-transfer: %s%s, %s -> %s, %s layout, %d runs (median [min, max]), "
-      "ceiling: one contiguous write of the same bytes, peer: %s (%zu chunks a run)\n",
+      "ceiling: one contiguous write of the same bytes (of contig: the median of each run's "
+      "ratio to the contiguous write beside it), peer: %s (%zu chunks a run)\n",
       engine.backend_name().c_str(),
       o.backend == "cuda_ipc" ? (" (" + o.ipc_copy + " copies)").c_str() : "", name(o.src),
       name(o.dst), o.layout.c_str(), o.runs, by_chunk.what, o.peer_chunks);
@@ -458,6 +459,7 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
     std::vector<double> batched;
     std::vector<double> contig;
     std::vector<double> per_chunk;
+    std::vector<double> of_contig;  // each run against the contiguous write just after it
     const auto eagain0 = engine.counters().eagain;
     for (int r = 0; r < o.warmups + o.runs; ++r) {
       const double b = timed_write(engine, src, dst, chunks, imm);
@@ -476,6 +478,7 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
       if (r < o.warmups) continue;
       batched.push_back(static_cast<double>(total) / b / 1e9);
       contig.push_back(static_cast<double>(total) / c / 1e9);
+      of_contig.push_back(c / b);
       per_chunk.push_back(static_cast<double>(chunk * peer_n) / p / 1e9);
     }
     const auto eagain = engine.counters().eagain - eagain0;
@@ -500,7 +503,7 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
     std::printf("%-8s %7zu %9s %-20s %7.2f %11.3f %8.3f %9.3f %7llu %9.4f %8.1f %s\n",
                 format_bytes(static_cast<double>(chunk)).c_str(), chunks.size(),
                 format_bytes(static_cast<double>(total)).c_str(), spread, b.median * 8, c.median,
-                b.median / c.median, b.median * 1e9 / static_cast<double>(chunk) / 1e6,
+                cli::median(of_contig), b.median * 1e9 / static_cast<double>(chunk) / 1e6,
                 static_cast<unsigned long long>(eagain), p.median, b.median / p.median,
                 verdict.c_str());
     std::fflush(stdout);
