@@ -39,7 +39,7 @@ struct ColumnDest {
 /// partition and fixed-width column per thread; beyond this they would not stay in cache).
 constexpr std::size_t write_combine_max_partitions = 1024;
 /// The most bytes of write-combining lines one thread fills at once: the columns go through
-/// in groups that fit (all ten int32 columns at 64 partitions, two at a time at 1024). On the
+/// in groups that fit (five int32 columns at a time at 64 partitions, two at 1024). On the
 /// build machine (1 MiB of L2 a core) 64 KiB (one column at a time at 1024 partitions) took
 /// 193-197 ms for hash_partition of 8 Mi x 10 int32 into 1024 partitions on one thread, 128 KiB
 /// 144-165, 256 KiB 149-159, 512 KiB 164-169 (64 partitions unchanged).
@@ -59,12 +59,19 @@ std::size_t write_combine_l1_bytes() {
   return bytes;
 }
 
+/// The most columns in a group, whatever fits: each is a source stream read beside the others
+/// and the partition ids. On the build machine hash_partition of 8 Mi x 10 int32 into 64
+/// partitions (three rounds) took 87-96 ms on one thread and 47-50 on two in groups of five,
+/// against 111-138 and 62-70 in one group of ten (whose 40 KiB of lines fit the L1 budget);
+/// four and six columns were no better than five, and 128 partitions (groups of five) unchanged.
+constexpr std::size_t write_combine_max_columns = 5;
+
 /// The most columns a thread write-combines at once into `n` partitions (see above).
 std::size_t write_combine_group(std::size_t n) {
   const std::size_t lines = detail::WriteCombiner::line * n;
   const std::size_t l1 = write_combine_l1_bytes();
   return std::clamp<std::size_t>((l1 / lines >= 2 ? l1 : write_combine_bytes) / lines, 1,
-                                 detail::WriteCombiner::max_group);
+                                 write_combine_max_columns);
 }
 
 /// Per-thread counts, each thread's row in its own cache lines.
