@@ -120,6 +120,14 @@ void BM_HashPartition1024(benchmark::State& state) {
   });
 }
 
+/// hash_partition into 4096 partitions (issue 27: the CPU path must scale up to 4096).
+void BM_HashPartition4096(benchmark::State& state) {
+  run(state, "hash_partition_4096", [](Fixture& f, std::size_t threads) {
+    auto p = hash_partition(f.table.view(), key0, 4096, f.br, 0, threads);
+    benchmark::DoNotOptimize(p.offsets.data());
+  });
+}
+
 void BM_PartitionAndPack(benchmark::State& state) {
   run(state, "partition_and_pack", [](Fixture& f, std::size_t threads) {
     auto p = partition_and_pack(f.table.view(), key0, 64, f.br, 0, threads);
@@ -152,6 +160,7 @@ void thread_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_HashPartition)->Apply(thread_args);
 BENCHMARK(BM_HashPartition1024)->Apply(thread_args);
+BENCHMARK(BM_HashPartition4096)->Apply(thread_args);
 BENCHMARK(BM_PartitionAndPack)->Apply(thread_args);
 // split_and_pack runs its parts on the whole pool: compare with a memcpy on every core.
 BENCHMARK(BM_SplitAndPack)

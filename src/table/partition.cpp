@@ -36,14 +36,19 @@ struct ColumnDest {
 };
 
 /// Partition counts up to which write-combining buffers are used (they take 64 bytes per
-/// partition and fixed-width column per thread; beyond this they would not stay in cache).
-constexpr std::size_t write_combine_max_partitions = 1024;
-/// The most bytes of write-combining lines one thread fills at once: the columns go through
-/// in groups that fit (five int32 columns at a time at 64 partitions, two at 1024). On the
-/// build machine (1 MiB of L2 a core) 64 KiB (one column at a time at 1024 partitions) took
+/// partition and fixed-width column per thread). On the build machine hash_partition of 8 Mi x
+/// 10 int32 on one thread took 680-940 ms into 2048 and 4096 partitions with each value stored
+/// in place, 245-270 and 310-380 ms write-combined one or two columns at a time.
+constexpr std::size_t write_combine_max_partitions = 4096;
+/// The most bytes of write-combining lines one thread fills at once (in L2, where they do not
+/// fit L1): the columns go through in groups that fit (four int32 columns at a time at 1024
+/// partitions, two at 2048, one at 4096). On the build machine (2 MiB of L2 a core) 64 KiB took
 /// 193-197 ms for hash_partition of 8 Mi x 10 int32 into 1024 partitions on one thread, 128 KiB
-/// 144-165, 256 KiB 149-159, 512 KiB 164-169 (64 partitions unchanged).
-constexpr std::size_t write_combine_bytes = std::size_t{128} << 10;
+/// 144-165. A later A/B (three rounds, a noisier machine) put 256 KiB ahead of 128 at 1024
+/// (0.159 against 0.124 of a memcpy on one thread, 0.152 against 0.130 on two) and at 2048 (0.150
+/// against 0.099, 0.137 against 0.103): fewer passes over the partition ids, and a scatter that
+/// moves more values for each id it reads.
+constexpr std::size_t write_combine_bytes = std::size_t{256} << 10;
 
 /// The bytes of write-combining lines that stay in L1 beside the source streams: 5/6 of the
 /// core's L1 data cache (40 KiB of 48). Where that holds groups of two columns or more, the

@@ -84,9 +84,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, HashPartition,
                                            Case{3000, 7, 0.3, 0},  // not a power of two
                                            Case{3000, 8, 0, 0},    // a power of two
                                            Case{2000, 5, 0, 1.0},  // every row to one partition
-                                           Case{2000, 300, 0.05, 0.5},
-                                           // beyond the write-combining limit (1024)
-                                           Case{3000, 2000, 0.1, 0}));
+                                           Case{2000, 300, 0.05, 0.5}, Case{3000, 2000, 0.1, 0},
+                                           // beyond the write-combining limit (4096)
+                                           Case{3000, 5000, 0.1, 0}));
 
 // Columns of one width go through the write-combining scatter in groups (as many as keep the
 // lines in cache): every group size, and a width change between groups, give the definition.
@@ -101,8 +101,9 @@ TEST(HashPartition, ColumnsOfOneWidthInGroupsMatchTheDefinition) {
   o.types.push_back(TypeId::INT32);
   Table t = random_table(o, br);
   const std::vector<std::size_t> keys{0};
-  // (with 48 KiB of L1: 128 partitions in groups of 5 and 300 of 2 (L1), 512 of 4 (L2))
-  for (const std::size_t n : {1, 3, 64, 100, 128, 300, 512, 1024}) {
+  // (with 48 KiB of L1: 128 partitions in groups of 5 and 300 of 2 (L1); 512 of 5, 1024 of 4,
+  // 2048 of 2 and 4096 of 1 (L2))
+  for (const std::size_t n : {1, 3, 64, 100, 128, 300, 512, 1024, 2048, 4096}) {
     for (std::size_t threads : {1, 2, 3}) {
       SCOPED_TRACE(std::to_string(n) + " partitions, " + std::to_string(threads) + " threads");
       auto part = hash_partition(t.view(), keys, n, br, 7, threads);
