@@ -376,8 +376,8 @@ struct Shuffler::Impl {
     std::vector<detail::ChunkHeader> chunks;
   };
   std::deque<Deferred> deferred;
-  std::vector<std::uint32_t>
-      posted_from;  // per source: receives posted this round (all zero between)
+  /// Per source: the receives post_receives() posted this round (all zero between rounds).
+  std::vector<std::uint32_t> posted_from;
   std::optional<std::chrono::steady_clock::time_point> deferred_since;  // memory short since
   std::optional<std::chrono::steady_clock::time_point> unspill_since;   // the same, to send
 
