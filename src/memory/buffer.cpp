@@ -35,6 +35,15 @@ void Buffer::set_pending(Stream stream, Event start, std::string_view stat) {
   pending_->end.record(stream);
 }
 
+bool Buffer::follows(const Buffer& prev, std::size_t alignment) const noexcept {
+  if (!view_ || !prev.view_ || !keepalive_ || keepalive_ != prev.keepalive_ ||
+      type_ != prev.type_ || type_ == MemoryType::DISK || alignment == 0) {
+    return false;
+  }
+  const std::size_t step = (prev.size_ + alignment - 1) / alignment * alignment;
+  return static_cast<const std::byte*>(ptr_) == static_cast<const std::byte*>(prev.ptr_) + step;
+}
+
 bool Buffer::is_ready() const {
   if (!pending_) return true;
   if (!pending_->end.is_complete()) return false;

@@ -267,6 +267,26 @@ std::unique_ptr<Buffer> BufferResource::view(const Buffer& of, std::size_t offse
   return out;
 }
 
+std::unique_ptr<Buffer> BufferResource::join(std::vector<std::unique_ptr<Buffer>>& parts,
+                                             std::size_t alignment) {
+  if (parts.empty()) return nullptr;
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    if (!parts[i]->follows(*parts[i - 1], alignment)) return nullptr;
+  }
+  const Buffer& first = *parts.front();
+  const Buffer& last = *parts.back();
+  if (parts.size() > 1 && first.stream_ != last.stream_) return nullptr;
+  const auto bytes = static_cast<std::size_t>(static_cast<const std::byte*>(last.ptr_) -
+                                              static_cast<const std::byte*>(first.ptr_)) +
+                     last.size_;
+  std::unique_ptr<Buffer> out(
+      new Buffer(*first.br_, first.type_, bytes, first.ptr_, first.stream_));
+  out->view_ = true;
+  out->keepalive_ = first.keepalive_;
+  parts.clear();
+  return out;
+}
+
 void BufferResource::free_buffer(Buffer& buf) noexcept {
   const MemoryType t = buf.type_;
   if (t == MemoryType::DISK) {

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 #include <utility>
 
 #include "core/detail/nvtx.hpp"
@@ -55,7 +56,13 @@ void Shuffler::Impl::send_ready() {
       q.pop_front();
       if (bytes < batch_below) {
         const std::size_t most = std::min(batch_bytes, send_budget);
-        while (!q.empty() && q.front().bytes < batch_below) {
+        // Chains of payloads lying one after another (Outgoing::follows) go joined, without a
+        // copy (send_chunks): a batch in a chain takes only the rest of it (its last chunk may
+        // go alone), one that is not stops where a chain starts.
+        const auto starts_chain = [&] { return q.size() > 1 && q[1].follows; };
+        const bool chain = batch.front().follows || (!q.empty() && q.front().follows);
+        while (!q.empty() && q.front().bytes < batch_below &&
+               (chain ? q.front().follows : !starts_chain())) {
           const std::size_t more = round_up(bytes, detail::chunk_alignment) + q.front().bytes;
           if (more > most || !fits(more)) break;
           bytes = more;
@@ -70,6 +77,31 @@ void Shuffler::Impl::send_ready() {
   }
 }
 
+std::vector<std::uint32_t> Shuffler::Impl::partitions_by_owner() const {
+  std::vector<std::size_t> at(static_cast<std::size_t>(n) + 1, 0);  // (a counting sort)
+  for (PartID p = 0; p < total; ++p) ++at[static_cast<std::size_t>(owner_of[p]) + 1];
+  std::partial_sum(at.begin(), at.end(), at.begin());
+  std::vector<std::uint32_t> out(total);
+  for (PartID p = 0; p < total; ++p) out[at[static_cast<std::size_t>(owner_of[p])]++] = p;
+  return out;
+}
+
+std::vector<std::pair<PartID, bool>> Shuffler::Impl::in_partition_order(
+    const std::unordered_map<PartID, PackedData>& chunks) const {
+  std::vector<std::pair<PartID, bool>> order;
+  order.reserve(chunks.size());
+  for (const auto& entry : chunks) order.emplace_back(entry.first, false);
+  std::sort(order.begin(), order.end());
+  std::vector<const Buffer*> before(static_cast<std::size_t>(n), nullptr);
+  for (auto& [pid, follows] : order) {
+    const auto dst = static_cast<std::size_t>(owner_of[pid]);
+    const Buffer& payload = *chunks.at(pid).payload;
+    follows = before[dst] != nullptr && payload.follows(*before[dst], detail::chunk_alignment);
+    before[dst] = &payload;
+  }
+  return order;
+}
+
 void Shuffler::Impl::send_chunks(Rank dst, std::vector<Outgoing> batch) {
   // (Chunks spilled to disk while they waited stay there: they go back to memory when their
   // owner is ready for them, one message each.)
@@ -81,6 +113,11 @@ void Shuffler::Impl::send_chunks(Rank dst, std::vector<Outgoing> batch) {
     bufs.push_back(std::move(buf));
   }
   if (bufs.size() > 1) {
+    if (auto payload = BufferResource::join(bufs, detail::chunk_alignment)) {
+      br.statistics().add_bytes("shuffle-joined", static_cast<double>(payload->size()));
+      announce(dst, chunks, std::move(payload));
+      return;
+    }
     if (auto payload = gather(chunks, bufs)) {
       announce(dst, chunks, std::move(payload));
       return;

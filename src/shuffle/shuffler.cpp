@@ -10,6 +10,7 @@
 #include <spillway/table/partition.hpp>
 
 #include "core/detail/nvtx.hpp"
+#include "table/detail/partition_order.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -179,10 +180,12 @@ void Shuffler::insert(std::unordered_map<PartID, PackedData>&& chunks) {
                      "insert: partition " + std::to_string(pid) + " of " + std::to_string(s.total));
     SPILLWAY_EXPECTS(data.payload != nullptr, "insert: a chunk without a payload");
   }
+  const auto order = s.in_partition_order(chunks);
   std::lock_guard lock(s.mutex);
   SPILLWAY_EXPECTS(!s.inserts_done, "insert after insert_finished()");
   s.joined = true;
-  for (auto& [pid, data] : chunks) {
+  for (const auto& [pid, follows] : order) {
+    PackedData& data = chunks.at(pid);
     const Rank dst = s.owner_of[pid];
     ++s.sent[static_cast<std::size_t>(dst)][pid];
     if (dst == s.me) {  // stays here
@@ -193,7 +196,7 @@ void Shuffler::insert(std::unordered_map<PartID, PackedData>&& chunks) {
       const std::size_t bytes = data.payload->size();
       const auto key = s.outgoing_store.insert(std::move(data.payload));
       s.outgoing[static_cast<std::size_t>(dst)].push_back(
-          {pid, std::move(data.metadata), key, bytes});
+          {pid, std::move(data.metadata), key, bytes, follows});
       ++s.outgoing_count;
     }
   }
@@ -355,8 +358,11 @@ void Shuffler::insert_finished(Table&& table, std::span<const std::size_t> keys,
   }
   if (!columnwise) {
     const bool gpu = v.num_columns() > 0 && on_device(table.column(0));
+    // On the CPU each peer's partitions are placed one after another, so that its chunks
+    // travel joined, not gathered (send_chunks).
     auto packed = gpu ? gpu::partition_and_pack(v, keys, s.total, s.br, s.br.stream(), seed)
-                      : partition_and_pack(v, keys, s.total, s.br, seed);
+                      : detail::partition_and_pack_ordered(v, keys, s.total, s.br, seed, 0,
+                                                           s.partitions_by_owner());
     table = Table{};
     std::unordered_map<PartID, PackedData> chunks;
     for (PartID p = 0; p < s.total; ++p) chunks.emplace(p, std::move(packed[p]));

@@ -9,6 +9,8 @@
 #include "table/detail/arguments.hpp"
 #include "table/detail/cpu_threads.hpp"
 #include "table/detail/pack_format.hpp"
+#include "table/detail/partition_order.hpp"
+#include "table/detail/payload_blocks.hpp"
 #include "table/detail/type_dispatch.hpp"
 #include "table/detail/write_combiner.hpp"
 
@@ -308,46 +310,97 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
 
 }  // namespace
 
-std::vector<PackedData> partition_and_pack(const TableView& table,
-                                           std::span<const std::size_t> keys,
-                                           std::size_t num_partitions, BufferResource& br,
-                                           std::uint32_t seed, std::size_t threads) {
+std::vector<PackedData> detail::partition_and_pack_ordered(const TableView& table,
+                                                           std::span<const std::size_t> keys,
+                                                           std::size_t num_partitions,
+                                                           BufferResource& br, std::uint32_t seed,
+                                                           std::size_t threads,
+                                                           std::span<const std::uint32_t> order) {
   SPILLWAY_NVTX_RANGE("partition and pack");
   SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "partition_and_pack");
   const MemoryStep step("packing (partition_and_pack)");
   detail::check_partition_args(table, keys, num_partitions);
+  std::vector<std::uint32_t> in_order(order.begin(), order.end());
+  if (in_order.empty()) {
+    for (std::size_t p = 0; p < num_partitions; ++p)
+      in_order.push_back(static_cast<std::uint32_t>(p));
+  }
+  {
+    std::vector<bool> seen(num_partitions);
+    SPILLWAY_EXPECTS(in_order.size() == num_partitions,
+                     "partition_and_pack: an order of " + std::to_string(in_order.size()) +
+                         " partitions for " + std::to_string(num_partitions));
+    for (const std::uint32_t p : in_order) {
+      SPILLWAY_EXPECTS(p < num_partitions && !seen[p], "partition_and_pack: partition " +
+                                                           std::to_string(p) +
+                                                           " out of range or twice in the order");
+      seen[p] = true;
+    }
+  }
   threads = detail::resolve_threads(threads);
   std::vector<PackedData> out(num_partitions);
-  partition_rows(table, keys, num_partitions, seed, threads, br,
-                 [&](const std::vector<std::size_t>& rows,
-                     const std::vector<std::vector<std::size_t>>& chars) {
-                   std::vector<std::vector<ColumnDest>> dest(
-                       table.num_columns(), std::vector<ColumnDest>(num_partitions));
-                   std::vector<std::size_t> part_chars(table.num_columns());
-                   for (std::size_t p = 0; p < num_partitions; ++p) {
-                     for (std::size_t c = 0; c < table.num_columns(); ++c)
-                       part_chars[c] = chars[c][p];
-                     const auto layout = detail::make_layout(table, rows[p], part_chars);
-                     out[p].metadata = detail::encode(layout);
-                     out[p].payload = br.allocate(MemoryType::HOST, layout.payload_size);
-                     std::byte* base = out[p].payload->data();
-                     for (std::size_t c = 0; c < table.num_columns(); ++c) {
-                       const auto& cl = layout.columns[c];
-                       ColumnDest& d = dest[c][p];
-                       d.data = cl.data.size > 0 ? base + cl.data.offset : nullptr;
-                       if (cl.type == TypeId::STRING) {
-                         d.offsets = reinterpret_cast<std::int32_t*>(base + cl.offsets.offset);
-                         d.offsets[0] = 0;
-                       }
-                       if (cl.nullable) {
-                         d.mask = reinterpret_cast<std::uint8_t*>(base + cl.mask.offset);
-                         if (cl.mask.size > 0) std::memset(d.mask, 0, cl.mask.size);
-                       }
-                     }
-                   }
-                   return dest;
-                 });
+  partition_rows(
+      table, keys, num_partitions, seed, threads, br,
+      [&](const std::vector<std::size_t>& rows,
+          const std::vector<std::vector<std::size_t>>& chars) {
+        std::vector<detail::PackLayout> layouts;
+        std::vector<std::size_t> part_chars(table.num_columns());
+        for (std::size_t p = 0; p < num_partitions; ++p) {
+          for (std::size_t c = 0; c < table.num_columns(); ++c) part_chars[c] = chars[c][p];
+          layouts.push_back(detail::make_layout(table, rows[p], part_chars));
+        }
+        // The payloads, runs of small ones sharing blocks in `in_order`, but only without a
+        // host limit: a block's memory goes only once every payload in it has gone, so under
+        // a limit spilling some of them would free nothing (a Shuffler test's 1 MiB limit then
+        // found nothing to spill).
+        const auto size = [&](std::size_t i) { return layouts[in_order[i]].payload_size; };
+        const bool blocks = br.limit(MemoryType::HOST) == unlimited_bytes;
+        detail::for_each_block(
+            num_partitions, size,
+            [&](std::size_t bytes) { return br.footprint(MemoryType::HOST, bytes); },
+            [&](std::size_t first, std::size_t last, std::size_t bytes) {
+              if (last - first == 1 || !blocks) {
+                for (std::size_t i = first; i < last; ++i) {
+                  out[in_order[i]].payload = br.allocate(MemoryType::HOST, size(i));
+                }
+                return;
+              }
+              const std::shared_ptr<Buffer> block = br.allocate(MemoryType::HOST, bytes);
+              for (std::size_t i = first, at = 0; i < last; at += size(i), ++i) {
+                at = detail::place_in_block(at);
+                out[in_order[i]].payload = BufferResource::view(*block, at, size(i), block);
+              }
+            });
+        std::vector<std::vector<ColumnDest>> dest(table.num_columns(),
+                                                  std::vector<ColumnDest>(num_partitions));
+        for (std::size_t p = 0; p < num_partitions; ++p) {
+          const detail::PackLayout& layout = layouts[p];
+          out[p].metadata = detail::encode(layout);
+          std::byte* base = out[p].payload->data();
+          for (std::size_t c = 0; c < table.num_columns(); ++c) {
+            const auto& cl = layout.columns[c];
+            ColumnDest& d = dest[c][p];
+            d.data = cl.data.size > 0 ? base + cl.data.offset : nullptr;
+            if (cl.type == TypeId::STRING) {
+              d.offsets = reinterpret_cast<std::int32_t*>(base + cl.offsets.offset);
+              d.offsets[0] = 0;
+            }
+            if (cl.nullable) {
+              d.mask = reinterpret_cast<std::uint8_t*>(base + cl.mask.offset);
+              if (cl.mask.size > 0) std::memset(d.mask, 0, cl.mask.size);
+            }
+          }
+        }
+        return dest;
+      });
   return out;
+}
+
+std::vector<PackedData> partition_and_pack(const TableView& table,
+                                           std::span<const std::size_t> keys,
+                                           std::size_t num_partitions, BufferResource& br,
+                                           std::uint32_t seed, std::size_t threads) {
+  return detail::partition_and_pack_ordered(table, keys, num_partitions, br, seed, threads, {});
 }
 
 PartitionedTable hash_partition(const TableView& table, std::span<const std::size_t> keys,

@@ -239,6 +239,73 @@ TYPED_TEST(TierConformance, ViewsBorrowWithoutCharging) {
   EXPECT_EQ(br.used(t), used - MiB);
 }
 
+// Views of one block laid out one after another at aligned offsets join into one view of the
+// span, which holds the block; anything else does not join and is left as it was.
+TYPED_TEST(TierConformance, AdjacentViewsJoin) {
+  BufferResource br(test::small_config(this->dir_.path()));
+  constexpr MemoryType t = TestFixture::tier;
+  SPILLWAY_SKIP_UNLESS_LIVE(br, t);
+  if (t == MemoryType::DISK) return;  // no views
+  std::shared_ptr<const Buffer> block(br.allocate(t, MiB));
+  std::shared_ptr<const Buffer> other(br.allocate(t, MiB));
+  const std::size_t used = br.used(t);
+  const auto run = [&] {  // 100, 0 and 300 bytes at 0, 256 and 256
+    std::vector<std::unique_ptr<Buffer>> parts;
+    parts.push_back(BufferResource::view(*block, 0, 100, block));
+    parts.push_back(BufferResource::view(*block, 256, 0, block));
+    parts.push_back(BufferResource::view(*block, 256, 300, block));
+    return parts;
+  };
+  auto parts = run();
+  EXPECT_TRUE(parts[1]->follows(*parts[0], 256));
+  EXPECT_TRUE(parts[2]->follows(*parts[1], 256));
+  EXPECT_FALSE(parts[2]->follows(*parts[0], 128));  // 128 would put it at 128
+  EXPECT_FALSE(parts[0]->follows(*parts[2], 256));
+  auto joined = BufferResource::join(parts, 256);
+  ASSERT_NE(joined, nullptr);
+  EXPECT_TRUE(parts.empty());
+  EXPECT_TRUE(joined->is_view());
+  EXPECT_EQ(joined->data(), block->data());
+  EXPECT_EQ(joined->size(), 556U);
+  EXPECT_EQ(br.used(t), used);
+  // Not joined: a gap, another block, a buffer that is not a view, none.
+  const auto refused = [&](std::vector<std::unique_ptr<Buffer>> p) {
+    const std::size_t n = p.size();
+    EXPECT_EQ(BufferResource::join(p, 256), nullptr);
+    EXPECT_EQ(p.size(), n);
+  };
+  {
+    std::vector<std::unique_ptr<Buffer>> p;
+    p.push_back(BufferResource::view(*block, 0, 100, block));
+    p.push_back(BufferResource::view(*block, 512, 10, block));
+    refused(std::move(p));
+  }
+  {
+    std::vector<std::unique_ptr<Buffer>> p;
+    p.push_back(BufferResource::view(*block, 0, 100, block));
+    p.push_back(BufferResource::view(*other, 0, 10, other));
+    refused(std::move(p));
+  }
+  {
+    std::vector<std::unique_ptr<Buffer>> p;
+    p.push_back(BufferResource::view(*block, 0, 256));  // holds nothing
+    p.push_back(BufferResource::view(*block, 256, 10));
+    refused(std::move(p));
+  }
+  {
+    std::vector<std::unique_ptr<Buffer>> p;
+    p.push_back(br.allocate(t, 256));
+    p.push_back(br.allocate(t, 256));
+    refused(std::move(p));
+  }
+  refused({});
+  block.reset();  // the joined view holds it
+  other.reset();
+  EXPECT_EQ(br.used(t), used - MiB);
+  joined.reset();
+  EXPECT_EQ(br.used(t), used - 2 * MiB);
+}
+
 TEST(BufferResource, AbsentTiersAreAClearError) {
   TempDir dir;
   auto cfg = test::small_config(dir.path());

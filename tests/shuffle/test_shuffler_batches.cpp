@@ -1,7 +1,9 @@
 // Small chunks for the same peer travel together: inserted at once, their payloads are
 // gathered into one message (the shuffle-gathered statistic), and each arrives as its own
 // chunk, whole and at its owner (order-independent checksums per partition), in host memory,
-// on the GPU and in pinned host memory, and under a device limit.
+// on the GPU and in pinned host memory, and under a device limit. A table hashed by the
+// Shuffler on the CPU has each peer's chunks placed one after another: they travel joined, with
+// no gather.
 #include <spillway/comm/local.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/shuffle/shuffler.hpp>
@@ -163,5 +165,62 @@ TEST(ShufflerBatches, UnderATightDeviceLimitEveryChunkStillArrives) {
   for (const auto& stats :
        shuffle_small_chunks({.gpu = true, .device_limit = 1 << 20}, dir.path())) {
     EXPECT_GT(stats.first, 0);  // payload messages sent
+  }
+}
+
+// insert_finished(table, keys) on the CPU places each peer's partitions one after another, so
+// that its chunks go without being gathered (shuffle-joined, no shuffle-gathered), and every
+// row still arrives at its owner.
+TEST(ShufflerBatches, ChunksOfATableHashedOnTheCpuTravelJoined) {
+  test::TempDir dir;
+  constexpr PartID total = 64;
+  auto comms = LocalCommunicator::create(2);
+  std::mutex m;
+  std::vector<TableChecksum> expected(total);
+  std::vector<TableChecksum> got(total);
+  std::vector<std::pair<double, double>> stats(2);  // bytes joined, gathered
+  std::vector<std::thread> threads;
+  for (Rank r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        BufferResource br(test::host_config(dir.path()));
+        Communicator& comm = *comms[static_cast<std::size_t>(r)];
+        comm.set_timeout(std::chrono::seconds(30));
+        Shuffler s(comm, 1, total, br);
+        const std::size_t keys[] = {0};
+        Table t = random_int32_table(50000, 4, -100000, 100000, 7 + r, br);
+        auto mine = partition_and_pack(t.view(), keys, total, br, 11);
+        for (PartID p = 0; p < total; ++p) {
+          const TableChecksum sum = checksum(unpack(std::move(mine[p])).view());
+          std::lock_guard lock(m);
+          expected[p] += sum;
+        }
+        s.insert_finished(std::move(t), keys, 11);
+        while (!s.finished()) {
+          const PartID pid = s.wait_any(std::chrono::seconds(30));
+          for (auto& p : s.extract(pid)) {
+            const TableChecksum sum = checksum(unpack(std::move(p)).view());
+            std::lock_guard lock(m);
+            got[pid] += sum;
+          }
+        }
+        comm.barrier();
+        const auto joined = br.statistics().get("shuffle-joined");
+        const auto gathered = br.statistics().get("shuffle-gathered");
+        stats[static_cast<std::size_t>(r)] = {joined ? joined->bytes : 0,
+                                              gathered ? gathered->bytes : 0};
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (PartID p = 0; p < total; ++p) {
+    EXPECT_GT(expected[p].rows, 0U);
+    EXPECT_EQ(expected[p], got[p]) << "partition " << p;
+  }
+  for (const auto& [joined, gathered] : stats) {
+    EXPECT_GT(joined, 0);
+    EXPECT_EQ(gathered, 0);
   }
 }

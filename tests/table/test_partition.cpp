@@ -6,6 +6,8 @@
 #include <spillway/table/pack.hpp>
 #include <spillway/table/partition.hpp>
 
+#include "table/detail/partition_order.hpp"
+
 #include "common.hpp"
 #include "table_common.hpp"
 
@@ -154,4 +156,44 @@ TEST(PartitionAndPack, ExtraMemoryIsAtMostATenthAboveTheOutputs) {
   ASSERT_EQ(rec.size(), 1u);
   EXPECT_NE(rec.begin()->first.find("(partition_and_pack)"), std::string::npos);
   EXPECT_EQ(rec.begin()->second.peak, static_cast<std::int64_t>(extra));
+}
+
+// The Shuffler's form: payloads placed in a given order, small ones sharing a block one after
+// another (so that a run of them travels joined), with the same partitions as
+// partition_and_pack; an order that is not a permutation of the partitions is an error.
+TEST(PartitionAndPack, PayloadsInAGivenOrderLieOneAfterAnother) {
+  test::TempDir dir;
+  BufferResource br(test::host_config(dir.path()));
+  RandomTableOptions o;
+  o.rows = 20000;
+  o.types = {TypeId::INT32, TypeId::INT64, TypeId::STRING, TypeId::FLOAT64};
+  o.null_fraction = 0.1;
+  Table t = random_table(o, br);
+  const std::vector<std::size_t> keys{0};
+  constexpr std::size_t n = 64;
+  std::vector<std::uint32_t> order;  // odd partitions first, as two ranks' owners place them
+  for (std::uint32_t p = 1; p < n; p += 2) order.push_back(p);
+  for (std::uint32_t p = 0; p < n; p += 2) order.push_back(p);
+  auto ordered = detail::partition_and_pack_ordered(t.view(), keys, n, br, 9, 2, order);
+  auto plain = partition_and_pack(t.view(), keys, n, br, 9, 2);
+  ASSERT_EQ(ordered.size(), n);
+  for (std::size_t i = 1; i < n; ++i) {  // (the whole table is less than one 16 MiB block)
+    EXPECT_TRUE(ordered[order[i]].payload->follows(*ordered[order[i - 1]].payload, 256))
+        << "partition " << order[i] << " after " << order[i - 1];
+  }
+  for (std::size_t p = 0; p < n; ++p) {
+    EXPECT_EQ(ordered[p].metadata, plain[p].metadata) << "partition " << p;
+    auto a = unpack(std::move(ordered[p]));
+    auto b = unpack(std::move(plain[p]));
+    EXPECT_EQ(checksum(a.view()), checksum(b.view())) << "partition " << p;
+  }
+  std::vector<std::uint32_t> twice(order);
+  twice[5] = twice[4];
+  std::vector<std::uint32_t> beyond(order);
+  beyond[0] = n;
+  std::vector<std::uint32_t> short_order(order.begin(), order.end() - 1);
+  for (const auto& bad : {twice, beyond, short_order}) {
+    EXPECT_THROW((void)detail::partition_and_pack_ordered(t.view(), keys, n, br, 9, 2, bad),
+                 logic_error);
+  }
 }

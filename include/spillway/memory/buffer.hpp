@@ -55,6 +55,11 @@ class Buffer {
   /// Whether the buffer borrows its bytes (BufferResource::view): it holds no reservation and
   /// its destructor frees nothing.
   [[nodiscard]] bool is_view() const noexcept { return view_; }
+  /// Whether this view starts where `prev` would be followed in a run of buffers each at an
+  /// offset aligned to `alignment` from the first (prev's start plus its size rounded up to
+  /// `alignment`), and both hold the same block: together they are one span of it
+  /// (BufferResource::join).
+  [[nodiscard]] bool follows(const Buffer& prev, std::size_t alignment) const noexcept;
   /// The spill-file extent of a DISK buffer (nullptr otherwise); for tests and diagnostics.
   [[nodiscard]] const DiskExtent* disk_extent() const noexcept {
     return extent_ ? &*extent_ : nullptr;

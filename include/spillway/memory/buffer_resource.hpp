@@ -107,6 +107,11 @@ class BufferResource {
   [[nodiscard]] bool is_live(MemoryType t) const noexcept { return tiers_[index(t)].live; }
   /// The resolved limit in bytes (unlimited_bytes when none).
   [[nodiscard]] std::size_t limit(MemoryType t) const noexcept { return tiers_[index(t)].limit; }
+  /// What a buffer of `bytes` in tier `t` takes from its limit: the bytes as its allocator
+  /// rounds them (HostMemoryResource::footprint; on DISK whole 4 KiB blocks).
+  [[nodiscard]] std::size_t footprint(MemoryType t, std::size_t bytes) const noexcept {
+    return charge_of(t, bytes);
+  }
   /// Reserved plus allocated bytes.
   [[nodiscard]] std::size_t used(MemoryType t) const noexcept {
     return tiers_[index(t)].used.load(std::memory_order_relaxed);
@@ -208,6 +213,13 @@ class BufferResource {
   static std::unique_ptr<Buffer> view(const Buffer& of, std::size_t offset, std::size_t size,
                                       std::shared_ptr<const void> keepalive = {},
                                       std::optional<Stream> stream = std::nullopt);
+
+  /// One view of the bytes of `parts`, each of which follows the one before (Buffer::follows
+  /// with `alignment`): from the first's start to the last's end, holding their block and on the
+  /// first's stream. For sending buffers laid out one after another as one message without
+  /// gathering them. nullptr, `parts` untouched, when they are not such a run (or are none).
+  static std::unique_ptr<Buffer> join(std::vector<std::unique_ptr<Buffer>>& parts,
+                                      std::size_t alignment);
 
   /// Copies `src` into a new buffer of the reservation's tier, drawn from it. Copies that
   /// involve the GPU are asynchronous on `stream` (the result is not ready until then, and

@@ -31,7 +31,9 @@ PartitionedTable hash_partition(const TableView& table, std::span<const std::siz
 
 /// The same partitioning, each partition packed into its own HOST payload straight from the
 /// input (no intermediate partitioned table): the extra memory is the outputs plus 2-4 bytes
-/// per row of scratch.
+/// per row of scratch. Without a HOST limit, runs of payloads under 4 MiB share blocks of up to
+/// 16 MiB (each payload a view that holds its block, freed with the last of them), as the GPU's
+/// do; under a limit each has its own memory, so that spilling any of them frees it.
 std::vector<PackedData> partition_and_pack(const TableView& table,
                                            std::span<const std::size_t> keys,
                                            std::size_t num_partitions, BufferResource& br,

@@ -305,10 +305,22 @@ struct Shuffler::Impl {
     std::vector<std::uint8_t> metadata;
     SpillableStore::Key key;
     std::size_t bytes;
+    /// When inserted, its payload lay right after that of the chunk before it for the same peer
+    /// in the same insert (Buffer::follows; CPU partition_and_pack_ordered places them so): a
+    /// batch that starts a chain of such chunks ends with it, and goes without a gather.
+    bool follows{false};
   };
-  /// Announces `batch` (chunks for `dst`) as one chunks message, their payloads gathered into
-  /// one, or a message each where they cannot be gathered; the payloads wait in announced_store
-  /// for `dst` to be ready for them.
+  /// The partitions grouped by owner (rank 0's first), each group in partition order: the
+  /// order in which CPU partition_and_pack_ordered places payloads for the Shuffler.
+  [[nodiscard]] std::vector<std::uint32_t> partitions_by_owner() const;
+  /// The partitions of `chunks` in order, each with whether its payload lies right after the
+  /// one before it for the same peer (Outgoing::follows).
+  [[nodiscard]] std::vector<std::pair<PartID, bool>> in_partition_order(
+      const std::unordered_map<PartID, PackedData>& chunks) const;
+  /// Announces `batch` (chunks for `dst`) as one chunks message, their payloads joined into one
+  /// view where they lie one after another (BufferResource::join) or else gathered into one,
+  /// or a message each where they cannot be gathered; the payloads wait in announced_store for
+  /// `dst` to be ready for them.
   void send_chunks(Rank dst, std::vector<Outgoing> batch);
   void announce(Rank dst, std::span<const detail::ChunkHeader> chunks,
                 std::unique_ptr<Buffer> payload);

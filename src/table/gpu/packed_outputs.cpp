@@ -1,5 +1,7 @@
 #include "table/gpu/detail/packed_outputs.hpp"
 
+#include "table/detail/payload_blocks.hpp"
+
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
@@ -56,32 +58,22 @@ std::unique_ptr<Buffer> PackedOutputs::allocate(std::size_t bytes) {
 
 std::vector<std::unique_ptr<Buffer>> PackedOutputs::allocate_all(
     std::span<const std::size_t> sizes) {
-  constexpr std::size_t kShareBelow = std::size_t{4} << 20;
-  constexpr std::size_t kBlock = std::size_t{16} << 20;
-  constexpr std::size_t kAlign = 256;  // as cudaMalloc aligns a payload of its own
-  const auto aligned = [](std::size_t at) { return (at + kAlign - 1) / kAlign * kAlign; };
-  const auto size = [&](std::size_t i) { return sizes[i]; };
   std::vector<std::unique_ptr<Buffer>> out(sizes.size());
-  for (std::size_t i = 0; i < sizes.size();) {
-    std::size_t j = i;
-    std::size_t total = 0;
-    for (; j < sizes.size() && size(j) < kShareBelow; ++j) {
-      const std::size_t at = aligned(total);
-      if (j > i && at + size(j) > kBlock) break;
-      total = at + size(j);
-    }
-    auto res = j - i > 1 ? br_.try_reserve(MemoryType::DEVICE, total) : std::nullopt;
-    if (!res) {  // one payload, or no room for a block: each on its own, as allocate() places it
-      for (const std::size_t end = std::max(j, i + 1); i < end; ++i) out[i] = allocate(size(i));
-      continue;
-    }
-    const std::shared_ptr<Buffer> block = br_.allocate(*res, total, stream_);
-    for (std::size_t at = 0; i < j; ++i) {
-      at = aligned(at);
-      out[i] = BufferResource::view(*block, at, size(i), block);
-      at += size(i);
-    }
-  }
+  spillway::detail::for_each_block(
+      sizes.size(), [&](std::size_t i) { return sizes[i]; },
+      [&](std::size_t bytes) { return br_.footprint(MemoryType::DEVICE, bytes); },
+      [&](std::size_t first, std::size_t last, std::size_t total) {
+        auto res = last - first > 1 ? br_.try_reserve(MemoryType::DEVICE, total) : std::nullopt;
+        if (!res) {  // one payload, or no room for a block: each on its own, as allocate() does
+          for (std::size_t i = first; i < last; ++i) out[i] = allocate(sizes[i]);
+          return;
+        }
+        const std::shared_ptr<Buffer> block = br_.allocate(*res, total, stream_);
+        for (std::size_t i = first, at = 0; i < last; at += sizes[i], ++i) {
+          at = spillway::detail::place_in_block(at);
+          out[i] = BufferResource::view(*block, at, sizes[i], block);
+        }
+      });
   return out;
 }
 

@@ -124,6 +124,50 @@ inline std::size_t staged_max_bytes() {
 constexpr unsigned staged_threads = 1024;
 /// Rows each thread of staged_scatter_kernel loads at once.
 constexpr unsigned staged_items = 4;
+/// 4-byte values with 2-byte partition ids: runs of four rows each thread of
+/// staged_scatter_kernel loads at once, as one 16-byte load of values and 8-byte loads of their
+/// ranks and ids (staged_items rows cost three loads each).
+constexpr unsigned staged_quads = 2;
+
+/// staged_scatter_kernel's loads of a tile's 4-byte values (`src`, n of them), their ranks and
+/// (Labels) partition ids into shared memory, `staged_quads` runs of four rows a thread at once:
+/// the kernel is latency-bound (bench/NOTES.md), and vector loads put more bytes in flight in
+/// fewer registers. Every pointer 16-byte aligned; the last n % 4 rows are left to the caller.
+template <bool Labels>
+__device__ inline void stage_quads(const std::uint32_t* src, const TileRank* ranks,
+                                   const std::uint16_t* ids, std::uint32_t n, std::uint32_t* to,
+                                   std::uint16_t* labels) {
+  const std::uint32_t quads = n / 4;
+  for (std::uint32_t q0 = 0; q0 < quads; q0 += staged_threads * staged_quads) {
+    uint4 v[staged_quads];
+    uint2 k[staged_quads];
+    [[maybe_unused]] uint2 l[staged_quads];
+#pragma unroll
+    for (unsigned j = 0; j < staged_quads; ++j) {
+      const std::uint32_t q = q0 + j * staged_threads + threadIdx.x;
+      if (q < quads) {
+        v[j] = reinterpret_cast<const uint4*>(src)[q];
+        k[j] = reinterpret_cast<const uint2*>(ranks)[q];
+        if constexpr (Labels) l[j] = reinterpret_cast<const uint2*>(ids)[q];
+      }
+    }
+#pragma unroll
+    for (unsigned j = 0; j < staged_quads; ++j) {
+      if (q0 + j * staged_threads + threadIdx.x >= quads) continue;
+      // (little-endian: row 4q + 0 is the low half of the first word)
+      to[k[j].x & 0xFFFFU] = v[j].x;
+      to[k[j].x >> 16] = v[j].y;
+      to[k[j].y & 0xFFFFU] = v[j].z;
+      to[k[j].y >> 16] = v[j].w;
+      if constexpr (Labels) {
+        labels[k[j].x & 0xFFFFU] = static_cast<std::uint16_t>(l[j].x);
+        labels[k[j].x >> 16] = static_cast<std::uint16_t>(l[j].x >> 16);
+        labels[k[j].y & 0xFFFFU] = static_cast<std::uint16_t>(l[j].y);
+        labels[k[j].y >> 16] = static_cast<std::uint16_t>(l[j].y >> 16);
+      }
+    }
+  }
+}
 
 /// Pass 3 with many partitions, for the tiles from first_tile: block b moves column b % ncols
 /// of tile first_tile + b / ncols, so the blocks in flight are a few tiles' columns, which read
@@ -171,7 +215,20 @@ __global__ void __launch_bounds__(staged_threads, 2)
     detail::with_width(col.width, [&]<typename T>() {
       const T* src = reinterpret_cast<const T*>(col.data) + row0;
       T* to = reinterpret_cast<T*>(values);
-      for (std::uint32_t i0 = 0; i0 < n; i0 += staged_threads * staged_items) {
+      std::uint32_t first = 0;  // rows before it staged by quads
+      if constexpr (sizeof(T) == 4 && sizeof(PidT) == 2 && sizeof(TileRank) == 2) {
+        const auto aligned = [](const void* ptr) {
+          return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0;
+        };
+        if (aligned(src) && aligned(ranks) && (!Labels || aligned(pid + row0))) {
+          stage_quads<Labels>(reinterpret_cast<const std::uint32_t*>(src), ranks,
+                              reinterpret_cast<const std::uint16_t*>(pid + row0), n,
+                              reinterpret_cast<std::uint32_t*>(to),
+                              reinterpret_cast<std::uint16_t*>(labels));
+          first = n / 4 * 4;
+        }
+      }
+      for (std::uint32_t i0 = first; i0 < n; i0 += staged_threads * staged_items) {
         T v[staged_items];
         std::uint32_t k[staged_items];
         [[maybe_unused]] PidT q[staged_items];
