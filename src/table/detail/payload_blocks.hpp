@@ -5,6 +5,8 @@
 // partitioning into thousands of parts then costs a few allocations, and payloads placed one
 // after another can travel as one message without being gathered (BufferResource::join).
 
+#include <spillway/core/units.hpp>
+
 #include <cstddef>
 #include <vector>
 
@@ -13,6 +15,11 @@ namespace spillway::detail {
 inline constexpr std::size_t block_share_below = std::size_t{4} << 20;
 inline constexpr std::size_t block_bytes = std::size_t{16} << 20;
 inline constexpr std::size_t block_alignment = 256;
+
+/// Where a payload placed after one ending at `end` starts in its block.
+constexpr std::size_t place_in_block(std::size_t end) {
+  return round_up(end, block_alignment);
+}
 
 /// Splits payloads [0, n) of sizes size(i) into runs, in order: calls fn(first, last, bytes)
 /// for each, where payloads [first, last) share a block of `bytes` (the last's end; the others
@@ -23,15 +30,12 @@ inline constexpr std::size_t block_alignment = 256;
 /// 2 MiB huge pages), so that blocks cost hardly more memory than payloads of their own.
 template <typename Size, typename Footprint, typename Fn>
 void for_each_block(std::size_t n, Size&& size, Footprint&& footprint, Fn&& fn) {
-  const auto aligned = [](std::size_t at) {
-    return (at + block_alignment - 1) / block_alignment * block_alignment;
-  };
   std::vector<std::size_t> ends;  // ends[k]: the run's bytes with its first k + 1 payloads
   for (std::size_t i = 0; i < n;) {
     ends.clear();
     std::size_t total = 0;
     for (std::size_t j = i; j < n && size(j) < block_share_below; ++j) {
-      const std::size_t at = aligned(total);
+      const std::size_t at = place_in_block(total);
       if (j > i && at + size(j) > block_bytes) break;
       total = at + size(j);
       ends.push_back(total);
@@ -46,11 +50,6 @@ void for_each_block(std::size_t n, Size&& size, Footprint&& footprint, Fn&& fn) 
     fn(i, i + k, ends[k - 1]);
     i += k;
   }
-}
-
-/// Where the payload of `bytes` placed after one ending at `end` starts in its block.
-constexpr std::size_t place_in_block(std::size_t end) {
-  return (end + block_alignment - 1) / block_alignment * block_alignment;
 }
 
 }  // namespace spillway::detail
