@@ -6,214 +6,11 @@
 #include <spillway/core/event.hpp>
 #include <spillway/memory/buffer_resource.hpp>
 
-#include <atomic>
-#include <condition_variable>
-#include <cstring>
-#include <deque>
+#include "comm/detail/local_hub.hpp"
+
 #include <mutex>
-#include <thread>
-#include <unordered_map>
 
 namespace spillway {
-
-namespace detail {
-
-class LocalRequest;
-
-/// The unmatched requests of one receiving rank, queued by (sending rank, tag) in posting order:
-/// matching looks at one queue, not at every request (a shuffle of many partitions has
-/// thousands in flight).
-class RequestQueues {
- public:
-  void push(Rank origin, Tag tag, std::shared_ptr<LocalRequest> r) {
-    queues_[key(origin, tag)].push_back(std::move(r));
-  }
-  /// The oldest request from `origin` with `tag`, taken out; null when there is none.
-  std::shared_ptr<LocalRequest> take(Rank origin, Tag tag) {
-    auto it = queues_.find(key(origin, tag));
-    if (it == queues_.end()) return nullptr;
-    auto r = std::move(it->second.front());
-    it->second.pop_front();
-    if (it->second.empty()) queues_.erase(it);
-    return r;
-  }
-  /// Takes `r` out if it is still queued.
-  void erase(Rank origin, Tag tag, const LocalRequest* r) {
-    auto it = queues_.find(key(origin, tag));
-    if (it == queues_.end()) return;
-    auto& q = it->second;
-    for (auto e = q.begin(); e != q.end(); ++e) {
-      if (e->get() == r) {
-        q.erase(e);
-        break;
-      }
-    }
-    if (q.empty()) queues_.erase(it);
-  }
-
- private:
-  static std::uint64_t key(Rank origin, Tag tag) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(origin)) << 32) | tag.value();
-  }
-  std::unordered_map<std::uint64_t, std::deque<std::shared_ptr<LocalRequest>>> queues_;
-};
-
-/// What the ranks of one group share: the unmatched sends and receives, the small messages,
-/// the barrier and who has left.
-struct LocalHub {
-  explicit LocalHub(int n)
-      : nranks{n}, gone(static_cast<std::size_t>(n)), pending(n), posted(n), messages(n) {}
-  const int nranks;
-  std::mutex mutex;
-  std::condition_variable cv;
-  std::vector<std::atomic<bool>> gone;
-  // Indexed by the receiving rank.
-  std::vector<RequestQueues> pending;  // sends waiting for a receive
-  std::vector<RequestQueues> posted;   // receives waiting for a send
-  std::vector<std::deque<std::pair<Tag, Message>>> messages;
-  std::size_t barrier_waiting{0};
-  std::uint64_t barrier_generation{0};
-  /// Per GPU, the stream of the copies into (or out of) its memory: apart from the ranks' own
-  /// streams, so a transfer does not wait behind a rank's kernels, nor they behind it.
-  std::vector<OwningStream> copy_streams;
-};
-
-/// One side of a transfer. Once matched, both sides share the copy's completion.
-class LocalRequest final : public Request {
- public:
-  LocalRequest(bool is_send, Rank self, Rank peer, Tag tag, Buffer* buffer,
-               std::shared_ptr<LocalHub> hub)
-      : Request(is_send, peer, tag, buffer->size()),
-        self{self},
-        buffer{buffer},
-        hub_{std::move(hub)} {}
-
-  bool progress() override {
-    const int s = state.load(std::memory_order_acquire);
-    if (s == failed) SPILLWAY_FAIL(error, comm_error);
-    if (s == copying) {
-      if (!event->is_complete()) return false;
-      state.store(done, std::memory_order_release);
-      return true;
-    }
-    if (s == done) return true;
-    if (s == matched) return false;  // the copy is being issued
-    if (hub_->gone[static_cast<std::size_t>(peer)].load()) {
-      // Matched meanwhile? Look again under the lock, where matching happens.
-      std::lock_guard lock(hub_->mutex);
-      if (state.load() == queued) {
-        SPILLWAY_FAIL("rank " + std::to_string(peer) + " left the communicator before the " +
-                          describe() + " was matched",
-                      comm_error);
-      }
-    }
-    return false;
-  }
-
-  bool cancel() noexcept override {
-    {
-      std::lock_guard lock(hub_->mutex);
-      if (state.load() == queued) {
-        if (is_send) {
-          hub_->pending[static_cast<std::size_t>(peer)].erase(self, tag, this);
-        } else {
-          hub_->posted[static_cast<std::size_t>(self)].erase(peer, tag, this);
-        }
-        return true;
-      }
-    }
-    while (state.load() == matched) std::this_thread::yield();  // the copy is being issued
-    if (state.load() == copying) {
-      try {
-        event->synchronize();
-      } catch (...) {  // nothing better to do in a destructor path
-      }
-    }
-    return true;
-  }
-
-  static constexpr int queued = 0, matched = 1, copying = 2, done = 3, failed = 4;
-  const Rank self;
-  Buffer* const buffer;
-  std::atomic<int> state{queued};
-  Event ready;  // the buffer's stream when posted: its allocation and pending writes
-  std::shared_ptr<Event> event;
-  std::string error;
-
- private:
-  std::shared_ptr<LocalHub> hub_;
-};
-
-namespace {
-
-/// Sets the current device for the scope (no-op without a GPU).
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (device < 0) return;
-    old_ = cuda::current_device();
-    if (old_ != device) cuda::set_device(device);
-  }
-  ~DeviceScope() {
-    if (old_ >= 0) {
-      try {
-        cuda::set_device(old_);
-      } catch (...) {
-      }
-    }
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int old_{-1};
-};
-
-/// Moves the bytes of a matched pair (outside the hub lock).
-void transfer(LocalHub& hub, LocalRequest& send, LocalRequest& recv) {
-  if (send.bytes != recv.bytes) {
-    const std::string msg = "size mismatch: rank " + std::to_string(send.self) + " sent " +
-                            std::to_string(send.bytes) + " bytes with " + to_string(send.tag) +
-                            " but rank " + std::to_string(recv.self) + " posted a receive of " +
-                            std::to_string(recv.bytes);
-    send.error = recv.error = msg;
-    send.state.store(LocalRequest::failed);
-    recv.state.store(LocalRequest::failed);
-    return;
-  }
-  Buffer& src = *send.buffer;
-  Buffer& dst = *recv.buffer;
-  const bool gpu = src.mem_type() == MemoryType::DEVICE || dst.mem_type() == MemoryType::DEVICE;
-  if (!gpu || send.bytes == 0) {
-    send.ready.synchronize();  // pinned buffers may have GPU work pending
-    recv.ready.synchronize();
-    if (send.bytes > 0) std::memcpy(dst.data(), src.data(), send.bytes);
-    send.state.store(LocalRequest::done, std::memory_order_release);
-    recv.state.store(LocalRequest::done, std::memory_order_release);
-    return;
-  }
-  // On the copy stream of the GPU of the side in device memory, the sender's if both are (a
-  // push: NVLink writes ran 5-10% faster than reads of the peer's memory, bench/NOTES.md),
-  // after what was queued on both buffers' streams when they were posted.
-  const Buffer& owner = src.mem_type() == MemoryType::DEVICE ? src : dst;
-  const int device = owner.resource().device();
-  DeviceScope scope(device);
-  const Stream stream = hub.copy_streams.at(static_cast<std::size_t>(device));
-  send.ready.wait_on(stream);
-  recv.ready.wait_on(stream);
-  send.ready = Event{};  // (back to the pool now, not when the requests go)
-  recv.ready = Event{};
-  auto event = std::make_shared<Event>();
-  cuda::memcpy_async(dst.data(), src.data(), send.bytes, stream);
-  event->record(stream);
-  send.event = recv.event = event;
-  send.state.store(LocalRequest::copying, std::memory_order_release);
-  recv.state.store(LocalRequest::copying, std::memory_order_release);
-}
-
-}  // namespace
-
-}  // namespace detail
 
 std::vector<std::unique_ptr<Communicator>> LocalCommunicator::create(int nranks) {
   SPILLWAY_EXPECTS(nranks >= 1, "a local communicator needs at least one rank");
@@ -227,6 +24,7 @@ std::vector<std::unique_ptr<Communicator>> LocalCommunicator::create(int nranks)
   for (int d = 0; d < gpus; ++d) {
     detail::DeviceScope scope(d);
     hub->copy_streams.emplace_back();
+    hub->device_copies.push_back(std::make_unique<detail::DeviceCopies>());
   }
   std::vector<std::unique_ptr<Communicator>> out;
   for (Rank r = 0; r < nranks; ++r) out.push_back(std::make_unique<LocalCommunicator>(hub, r));
@@ -261,17 +59,13 @@ bool LocalCommunicator::do_has_left(Rank peer) const noexcept {
 std::unique_ptr<Future> LocalCommunicator::do_send(std::unique_ptr<Buffer> buffer, Rank dst,
                                                    Tag tag) {
   auto req = std::make_shared<detail::LocalRequest>(true, rank(), dst, tag, buffer.get(), hub_);
-  if (buffer->mem_type() != MemoryType::HOST) {  // the copy waits for writes queued on its stream
-    buffer->wait();
-    req->ready.record(buffer->stream());
-  }
+  if (buffer->mem_type() != MemoryType::HOST) buffer->wait();
   return post(std::move(req), std::move(buffer));
 }
 
 std::unique_ptr<Future> LocalCommunicator::do_recv(Rank src, Tag tag,
                                                    std::unique_ptr<Buffer> buffer) {
   auto req = std::make_shared<detail::LocalRequest>(false, rank(), src, tag, buffer.get(), hub_);
-  if (buffer->mem_type() != MemoryType::HOST) req->ready.record(buffer->stream());  // allocation
   return post(std::move(req), std::move(buffer));
 }
 
@@ -285,6 +79,13 @@ std::unique_ptr<Future> LocalCommunicator::post(std::shared_ptr<detail::LocalReq
   std::shared_ptr<detail::LocalRequest> match;
   {
     std::lock_guard lock(hub_->mutex);
+    // The copy waits for what the buffer's stream holds now (its allocation, writes queued):
+    // recorded under the lock, so that the records of one stream are ordered.
+    if (buffer->mem_type() != MemoryType::HOST) {
+      req->ready.record(buffer->stream());
+      req->ready_stream = buffer->stream();
+      req->ready_order = ++hub_->ready_records;
+    }
     // Requests are filed under their sending rank and tag: a send's, this rank; a receive's,
     // the rank it receives from.
     match = matches.take(req->is_send ? rank() : req->peer, req->tag);
@@ -297,7 +98,7 @@ std::unique_ptr<Future> LocalCommunicator::post(std::shared_ptr<detail::LocalReq
     }
   }
   if (match) {
-    req->is_send ? detail::transfer(*hub_, *req, *match) : detail::transfer(*hub_, *match, *req);
+    req->is_send ? detail::transfer(*hub_, req, match) : detail::transfer(*hub_, match, req);
   }
   return std::make_unique<Future>(std::move(req), std::move(buffer));
 }

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -86,6 +87,54 @@ TEST(LocalCommunicator, ADroppedFutureLeavesNothingBehind) {
   auto s = comms[0]->send(test::make_host(br, 32, 5), 1, Tag{2, 0});
   comms[1]->wait(*r);
   EXPECT_EQ(test::verify(br, *comms[1]->release(std::move(r)), 5), 32U);
+}
+
+// Transfers between device buffers are queued and issued together, one batched copy per
+// GPU: pieces of 1 byte to 70 KiB at odd offsets (a shuffle's columns landing in their
+// partitions' buffers), one of 24 MiB, each lands whole and in its place; a receive dropped
+// while its copy is queued still leaves its send complete.
+TEST(LocalCommunicator, DevicePiecesOfOddSizesAndOffsetsLandInPlace) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no GPU";
+  test::TempDir dir;
+  BufferResource br(test::small_config(dir.path()));
+  auto comms = LocalCommunicator::create(2);
+  std::vector<std::size_t> sizes;
+  for (std::size_t i = 0; i < 700; ++i) sizes.push_back((i * 7919) % 70001 + 1);
+  sizes.push_back(24 * MiB);
+  std::size_t total = 0;
+  for (const std::size_t n : sizes) total += n;
+  auto src = test::make_in(br, MemoryType::DEVICE, total + sizes.size(), 11);
+  auto dst = br.allocate(MemoryType::DEVICE, total + 3 * sizes.size(), br.stream());
+  cuda::memset_device(dst->data(), 0, dst->size());
+  std::vector<std::unique_ptr<Future>> recvs;
+  std::vector<std::unique_ptr<Future>> sends;
+  std::vector<std::size_t> from;
+  std::vector<std::size_t> to;
+  for (std::size_t i = 0, at = 0; i < sizes.size(); at += sizes[i], ++i) {
+    from.push_back(at + i);  // each piece one byte further off its neighbour
+    to.push_back(at + 3 * i + 1);
+    recvs.push_back(comms[1]->recv(0, Tag{3, 0}, BufferResource::view(*dst, to[i], sizes[i])));
+  }
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    sends.push_back(comms[0]->send(BufferResource::view(*src, from[i], sizes[i]), 1, Tag{3, 0}));
+  }
+  for (auto& f : recvs) comms[1]->wait(*f);
+  for (auto& f : sends) comms[0]->wait(*f);
+  recvs.clear();
+  const auto want = test::make_host(br, src->size(), 11);
+  const auto got = br.move(std::move(dst), MemoryType::HOST, br.stream());
+  br.stream().synchronize();
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    ASSERT_EQ(std::memcmp(got->data() + to[i], want->data() + from[i], sizes[i]), 0)
+        << "piece " << i << " of " << sizes[i] << " bytes";
+    ASSERT_EQ(got->data()[to[i] - 1], std::byte{0}) << "a byte before piece " << i << " written";
+  }
+  // A receive dropped while its copy waits in the queue: the copy is issued and waited for.
+  auto lost = br.allocate(MemoryType::DEVICE, 4096, br.stream());
+  auto r = comms[1]->recv(0, Tag{4, 0}, std::move(lost));
+  auto s = comms[0]->send(BufferResource::view(*src, 5, 4096), 1, Tag{4, 0});
+  r.reset();
+  comms[0]->wait(*s);
 }
 
 TEST(SingleCommunicator, SendsToItself) {
