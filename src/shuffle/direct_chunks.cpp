@@ -136,24 +136,16 @@ void Shuffler::Impl::copy_own(DirectPartition& d, OwnCopies& batch) {
 }
 
 void Shuffler::Impl::complete_direct() {
-  // Transfers complete about in the order they were posted: each list is tested from its
-  // front and only up to its first transfer still in flight, so that a round costs one test
-  // per partition, not one per piece (thousands with many partitions).
-  const auto pop_done = [&](std::deque<std::unique_ptr<Future>>& futures, bool received) {
-    while (!futures.empty() && comm.test(*futures.front())) {
-      if (received) {
-        br.statistics().add_bytes("shuffle-payload-recv",
-                                  static_cast<double>(futures.front()->request().bytes));
-      }
-      futures.pop_front();
-      ++moved;
-    }
-  };
-  pop_done(direct_sends, false);
+  moved +=
+      std::erase_if(direct_sends, [&](const std::unique_ptr<Future>& f) { return comm.test(*f); });
   if (!direct_started) return;  // insert_finished may still be filling `direct`
   for (auto it = direct.begin(); it != direct.end();) {
     DirectPartition& d = it->second;
-    pop_done(d.receives, true);
+    moved += std::erase_if(d.receives, [&](const std::unique_ptr<Future>& f) {
+      if (!comm.test(*f)) return false;
+      br.statistics().add_bytes("shuffle-payload-recv", static_cast<double>(f->request().bytes));
+      return true;
+    });
     if (!d.buffer || !d.receives.empty() || !d.copied.is_complete()) {
       ++it;
       continue;

@@ -155,11 +155,10 @@ struct Shuffler::Impl {
       }
     };
     for (const auto& f : sends) consider(*f);
-    // The direct lists are in posting order: their fronts are their oldest.
-    if (!direct_sends.empty()) consider(*direct_sends.front());
+    for (const auto& f : direct_sends) consider(*f);
     for (const auto& r : receives) consider(*r.future);
     for (const auto& [pid, d] : direct) {
-      if (!d.receives.empty()) consider(*d.receives.front());
+      for (const auto& f : d.receives) consider(*f);
     }
     oldest_transfer = std::move(keep);
   }
@@ -402,9 +401,9 @@ struct Shuffler::Impl {
     detail::PackLayout layout;       // the final buffer's
     std::unique_ptr<Buffer> buffer;  // set when its receives are posted; before `receives`,
                                      // which write into it
-    std::deque<std::unique_ptr<Future>> receives;  // in posting order
-    Event copied;                                  // this rank's own chunk copied in (GPU copies)
-    bool on_gpu{false};                            // some of those copies are on own_stream
+    std::vector<std::unique_ptr<Future>> receives;
+    Event copied;        // this rank's own chunk copied in (GPU copies)
+    bool on_gpu{false};  // some of those copies are on own_stream
   };
   // Filled under `mutex` until every rank has finished; then used by the progress thread only.
   std::map<PartID, DirectPartition> direct;
@@ -413,10 +412,10 @@ struct Shuffler::Impl {
     std::uint8_t group;
     std::unique_ptr<Buffer> view;
   };
-  std::deque<DirectPiece> direct_out;                // under `mutex`
-  std::vector<std::uint32_t> direct_groups;          // per sender, under `mutex`
-  std::deque<std::unique_ptr<Future>> direct_sends;  // the progress thread's, posting order
-  bool direct_started{false};                        // the progress thread's
+  std::deque<DirectPiece> direct_out;                 // under `mutex`
+  std::vector<std::uint32_t> direct_groups;           // per sender, under `mutex`
+  std::vector<std::unique_ptr<Future>> direct_sends;  // the progress thread's
+  bool direct_started{false};                         // the progress thread's
   /// The progress thread's stream for copying this rank's own direct chunks: kept off the
   /// resource's stream, so that transfers posted later (whose start waits for what that
   /// stream holds) do not wait for them.
