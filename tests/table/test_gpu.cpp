@@ -403,8 +403,8 @@ TEST_F(GpuTable, ChecksumEqualsTheCpu) {
 
 // Fixed-width columns only take the vectorized kernel (1, 2, 4 or 8 rows per thread by the
 // length, against the GPU's SM count: the lengths below take at least two of them on any GPU);
-// a partial last group, views starting 8 rows in (masks a byte in) and an unaligned start (the
-// generic kernel) must all give the CPU's value.
+// a partial last group, tables of one column width (their own kernel), views starting 8 rows in
+// (masks a byte in) and an unaligned start (the generic kernel) must all give the CPU's value.
 TEST_F(GpuTable, ChecksumOfFixedWidthColumnsEqualsTheCpu) {
   auto fixed_only = [](TableView v) {
     TableView out;
@@ -431,6 +431,16 @@ TEST_F(GpuTable, ChecksumOfFixedWidthColumnsEqualsTheCpu) {
       const TableView hv = fixed_only(h.view());
       const TableView dv = fixed_only(d.view());
       EXPECT_EQ(gpu::checksum(dv, br, stream), checksum(hv)) << rows << " rows, nulls " << nulls;
+      for (std::size_t c = 0; c < hv.num_columns(); ++c) {  // six columns of one width
+        TableView h6{{}, {"a", "b", "c", "d", "e", "f"}};
+        TableView d6{{}, h6.names};
+        for (int i = 0; i < 6; ++i) {
+          h6.columns.push_back(hv.columns[c]);
+          d6.columns.push_back(dv.columns[c]);
+        }
+        EXPECT_EQ(gpu::checksum(d6, br, stream), checksum(h6))
+            << rows << " rows, nulls " << nulls << ", six of column " << c;
+      }
       if (rows < 16 || rows > 100'000) continue;
       for (std::size_t c = 0; c < hv.num_columns(); ++c) {  // one column a view: aligned or not
         const TableView h1{{hv.columns[c]}, {""}};

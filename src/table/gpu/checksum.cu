@@ -2,7 +2,7 @@
 // summed per block and added into one counter (the sum is mod 2^64, so the order of the adds
 // does not matter). Tables of fixed-width columns only (the shuffle's) take a kernel that reads
 // up to 8 rows of a column per thread in vector loads, with the column descriptors in its
-// arguments.
+// arguments; where all columns have one width (4 or 8 bytes), several columns' loads at once.
 #include <spillway/table/gpu.hpp>
 
 #include "core/detail/cuda_try.hpp"
@@ -133,6 +133,73 @@ __global__ void checksum_fixed_kernel(const FixedColumns fc, std::size_t rows,
   }
 }
 
+/// checksum_fixed_kernel for columns all of one width (the shuffle's tables: int32 or int64
+/// only): the loads of `batch` columns are issued before any of their terms is added, so that a
+/// thread has several in flight instead of waiting on each column in turn (a 15 MB table of
+/// ten int32 columns took 12 us, a third of the copy's speed).
+template <typename T, unsigned R>
+__global__ void checksum_uniform_kernel(const FixedColumns fc, std::size_t rows,
+                                        unsigned long long* slot) {
+  constexpr unsigned batch = 4;
+  using Reduce = cub::BlockReduce<unsigned long long, block_threads>;
+  __shared__ typename Reduce::TempStorage temp;
+  const DeviceColumn* sc = fc.cols;
+  const std::uint32_t ncols = fc.n;
+  unsigned long long s = 0;
+  const std::size_t groups = (rows + R - 1) / R;
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
+  for (std::size_t g = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; g < groups;
+       g += stride) {
+    const std::size_t first = g * R;
+    if (first + R > rows) {
+      for (std::size_t r = first; r < rows; ++r) s += row_value(sc, ncols, r);
+      continue;
+    }
+    std::uint64_t terms[R] = {};
+    for (std::uint32_t k = 0; k < ncols; k += batch) {
+      alignas(16) T v[batch][R];
+#pragma unroll
+      for (unsigned j = 0; j < batch; ++j) {
+        if (k + j < ncols) load_rows<T, R>(reinterpret_cast<const T*>(sc[k + j].data), first, v[j]);
+      }
+#pragma unroll
+      for (unsigned j = 0; j < batch; ++j) {
+        if (k + j >= ncols) break;
+        const DeviceColumn& c = sc[k + j];
+#pragma unroll
+        for (unsigned i = 0; i < R; ++i) {
+          terms[i] +=
+              detail::is_valid(c, first + i)
+                  ? spillway::detail::fixed_term(spillway::detail::value_bits(v[j][i]), k + j)
+                  : spillway::detail::null_term(k + j);
+        }
+      }
+    }
+#pragma unroll
+    for (unsigned i = 0; i < R; ++i) s += spillway::detail::row_value(terms[i]);
+  }
+  const unsigned long long block = Reduce(temp).Sum(s);
+  if (threadIdx.x == 0) {
+    atomicAdd(slot + 1, block);
+    if (blockIdx.x == 0) atomicAdd(slot, static_cast<unsigned long long>(rows));
+  }
+}
+
+/// The checksum kernel for rows-per-thread `r` and columns of one `width` (4 or 8), or of
+/// mixed widths (width 0).
+using FixedKernel = void (*)(FixedColumns, std::size_t, unsigned long long*);
+template <unsigned R>
+FixedKernel fixed_kernel_for(std::size_t width) {
+  switch (width) {
+    case 4:
+      return checksum_uniform_kernel<std::uint32_t, R>;
+    case 8:
+      return checksum_uniform_kernel<std::uint64_t, R>;
+    default:
+      return checksum_fixed_kernel<R>;
+  }
+}
+
 /// Rows per thread of checksum_fixed_kernel: the most (8, 4, 2, 1) that still gives every SM
 /// `threads_per_sm` threads, or one.
 unsigned fixed_rows_per_thread(std::size_t rows, unsigned sms) {
@@ -178,10 +245,12 @@ void add_checksum(const TableView& table, Buffer& sums, std::size_t slot, Buffer
   const unsigned r = fixed_rows_per_thread(rows, static_cast<unsigned>(sms));
   const unsigned blocks = std::min(detail::blocks_for((rows + r - 1) / r, block_threads),
                                    static_cast<unsigned>(sms) * 8);
-  auto* kernel = r == 8   ? checksum_fixed_kernel<8>
-                 : r == 4 ? checksum_fixed_kernel<4>
-                 : r == 2 ? checksum_fixed_kernel<2>
-                          : checksum_fixed_kernel<1>;
+  std::size_t width = cols.front().width;  // one width for all columns, or 0
+  for (const DeviceColumn& c : cols) width = c.width == width ? width : 0;
+  const FixedKernel kernel = r == 8   ? fixed_kernel_for<8>(width)
+                             : r == 4 ? fixed_kernel_for<4>(width)
+                             : r == 2 ? fixed_kernel_for<2>(width)
+                                      : fixed_kernel_for<1>(width);
   kernel<<<blocks, block_threads, 0, detail::raw(stream)>>>(fc, rows, slot_ptr);
   SPILLWAY_CUDA_TRY(cudaGetLastError());
 }
