@@ -1,0 +1,17 @@
+#!/bin/bash
+# Issue 27, 2026-12-06: the batched copy kernel with 32 KiB blocks and four loads in flight.
+# old = a0d9bfb, prev = batched local copies + one-width checksum + concat's one allocation,
+# new = prev + the copy kernel (prev measured in r3 only).
+Z=$(cd "$(dirname "$0")" && pwd)
+O=/tmp/o; mkdir -p $O; R=$1; mkdir -p $R
+export LD_LIBRARY_PATH=$Z/lib
+save() { tail -n +1 $O/sab*.txt > $R/sab-all.txt 2>/dev/null; tail -n +1 $O/old-*.txt $O/new-*.txt > $R/bench.txt 2>/dev/null; }
+date -u +"%Y-%m-%dT%H:%M:%SZ UTC"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+for t in test_table_gpu test_table_pack test_shuffle_shuffler; do
+  timeout 90 "$Z/$t" > "$O/$t.log" 2>&1; echo "$t rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]" "$O/$t.log" | head -8
+done
+tail -n +1 $O/test_*.log > $R/tests.txt
+BINS="old new" OS="512 2 64" ROUNDS=1 bash "$Z/sab.sh" $O; save
+TAG=b BINS="old new" OS="512" ROUNDS=1 bash "$Z/sab.sh" $O; save
+TESTS=none BINS="old new" ROUNDS=1 FILTER='BM_DeviceCopy|BM_SmallParts|BM_PartitionAndPack/1024/' bash "$Z/go.sh" $O 2>&1 | grep -v "^none"; save
+date -u
