@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 #include <unistd.h>
 
@@ -322,8 +323,8 @@ std::vector<PackedData> detail::partition_and_pack_ordered(const TableView& tabl
   detail::check_partition_args(table, keys, num_partitions);
   std::vector<std::uint32_t> in_order(order.begin(), order.end());
   if (in_order.empty()) {
-    for (std::size_t p = 0; p < num_partitions; ++p)
-      in_order.push_back(static_cast<std::uint32_t>(p));
+    in_order.resize(num_partitions);
+    std::iota(in_order.begin(), in_order.end(), std::uint32_t{0});
   }
   {
     std::vector<bool> seen(num_partitions);

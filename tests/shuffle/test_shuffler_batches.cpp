@@ -4,6 +4,7 @@
 // on the GPU and in pinned host memory, and under a device limit. A table hashed by the
 // Shuffler on the CPU has each peer's chunks placed one after another: they travel joined, with
 // no gather.
+#include <spillway/comm/launch.hpp>
 #include <spillway/comm/local.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/shuffle/shuffler.hpp>
@@ -174,21 +175,22 @@ TEST(ShufflerBatches, UnderATightDeviceLimitEveryChunkStillArrives) {
 TEST(ShufflerBatches, ChunksOfATableHashedOnTheCpuTravelJoined) {
   test::TempDir dir;
   constexpr PartID total = 64;
-  auto comms = LocalCommunicator::create(2);
   std::mutex m;
   std::vector<TableChecksum> expected(total);
   std::vector<TableChecksum> got(total);
   std::vector<std::pair<double, double>> stats(2);  // bytes joined, gathered
-  std::vector<std::thread> threads;
-  for (Rank r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        BufferResource br(test::host_config(dir.path()));
-        Communicator& comm = *comms[static_cast<std::size_t>(r)];
+  LaunchOptions launch;
+  launch.on_error = [](Rank r, const std::string& what) {
+    ADD_FAILURE() << "rank " << r << ": " << what;
+  };
+  // A rank that throws is reported through on_error (run_ranks then returns 1).
+  (void)run_ranks(
+      RankKind::local, 2, test::host_config(dir.path()),
+      [&](Communicator& comm, BufferResource& br) {
         comm.set_timeout(std::chrono::seconds(30));
         Shuffler s(comm, 1, total, br);
         const std::size_t keys[] = {0};
-        Table t = random_int32_table(50000, 4, -100000, 100000, 7 + r, br);
+        Table t = random_int32_table(50000, 4, -100000, 100000, 7 + comm.rank(), br);
         auto mine = partition_and_pack(t.view(), keys, total, br, 11);
         for (PartID p = 0; p < total; ++p) {
           const TableChecksum sum = checksum(unpack(std::move(mine[p])).view());
@@ -207,14 +209,11 @@ TEST(ShufflerBatches, ChunksOfATableHashedOnTheCpuTravelJoined) {
         comm.barrier();
         const auto joined = br.statistics().get("shuffle-joined");
         const auto gathered = br.statistics().get("shuffle-gathered");
-        stats[static_cast<std::size_t>(r)] = {joined ? joined->bytes : 0,
-                                              gathered ? gathered->bytes : 0};
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << r << ": " << e.what();
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
+        stats[static_cast<std::size_t>(comm.rank())] = {joined ? joined->bytes : 0,
+                                                        gathered ? gathered->bytes : 0};
+        return 0;
+      },
+      launch);
   for (PartID p = 0; p < total; ++p) {
     EXPECT_GT(expected[p].rows, 0U);
     EXPECT_EQ(expected[p], got[p]) << "partition " << p;
