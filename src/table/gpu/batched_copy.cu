@@ -18,8 +18,13 @@ namespace {
 constexpr unsigned block_threads = 256;
 
 /// What one block does with items [a, b) of a range.
+/// A copy is memory-latency bound unless many loads are in flight: each block copies 32 KiB
+/// with four loads a thread issued before their stores (a block of 256 KiB, one load at a
+/// time, copied a 15 MB concatenation in 78 us on an H200, a fifth of its bandwidth, with
+/// fewer blocks than SMs).
 struct CopyBody {
-  static constexpr std::size_t chunk = std::size_t{256} << 10;  // bytes per block
+  static constexpr std::size_t chunk = std::size_t{32} << 10;  // bytes per block
+  static constexpr unsigned unroll = 4;                        // loads in flight a thread
   __host__ __device__ static std::size_t items(const CopyRange& r) { return r.bytes; }
 
   template <typename V>
@@ -30,7 +35,16 @@ struct CopyBody {
     if (r.src == nullptr) {
       for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = V{};
     } else {
-      for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) d[i] = s[i];
+      const std::size_t step = blockDim.x;
+      std::size_t i = threadIdx.x;
+      for (; i + (unroll - 1) * step < n; i += unroll * step) {
+        V v[unroll];
+#pragma unroll
+        for (unsigned k = 0; k < unroll; ++k) v[k] = s[i + k * step];
+#pragma unroll
+        for (unsigned k = 0; k < unroll; ++k) d[i + k * step] = v[k];
+      }
+      for (; i < n; i += step) d[i] = s[i];
     }
     for (std::size_t i = a + n * sizeof(V) + threadIdx.x; i < b; i += blockDim.x) {
       r.dst[i] = r.src == nullptr ? std::byte{0} : r.src[i];
