@@ -402,7 +402,7 @@ TEST_F(GpuTable, ChecksumEqualsTheCpu) {
 }
 
 // Fixed-width columns only take the vectorized kernel (1, 2, 4 or 8 rows per thread by the
-// length, against the GPU's SM count: the lengths below take at least two of them on any GPU);
+// length, against the GPU's SM count: the lengths below take all four on a GPU of 132 SMs);
 // a partial last group, tables of one column width (their own kernel), views starting 8 rows in
 // (masks a byte in) and an unaligned start (the generic kernel) must all give the CPU's value.
 TEST_F(GpuTable, ChecksumOfFixedWidthColumnsEqualsTheCpu) {
@@ -424,8 +424,9 @@ TEST_F(GpuTable, ChecksumOfFixedWidthColumnsEqualsTheCpu) {
     return v;
   };
   for (const double nulls : {0.0, 0.3}) {
-    for (const std::size_t rows : {std::size_t{1}, std::size_t{8}, std::size_t{9},
-                                   std::size_t{77777}, std::size_t{2'000'003}}) {
+    for (const std::size_t rows :
+         {std::size_t{1}, std::size_t{8}, std::size_t{9}, std::size_t{77777}, std::size_t{300'001},
+          std::size_t{700'001}, std::size_t{2'000'003}}) {
       const Table h = host_table(rows, nulls, rows + 5);
       const Table d = on_device(h);
       const TableView hv = fixed_only(h.view());
