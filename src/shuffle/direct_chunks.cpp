@@ -123,7 +123,7 @@ void Shuffler::Impl::copy_own(DirectPartition& d, OwnCopies& batch) {
       written.wait_on(own_stream->view());
       waited = from.stream();
     }
-    if (bytes < batch_below && from.mem_type() == MemoryType::DEVICE &&
+    if (bytes < own_kernel_below && from.mem_type() == MemoryType::DEVICE &&
         d.buffer->mem_type() == MemoryType::DEVICE) {
       batch.dsts.push_back(d.buffer->data() + at);
       batch.srcs.push_back(from.data());
