@@ -41,6 +41,11 @@ class GpuGroupBy : public ::testing::Test {
     }
     EXPECT_EQ(got.num_rows(), want.num_rows());
     EXPECT_EQ(checksum(got.view()), checksum(want.view()));
+    for (std::size_t c = 0; c < got.num_columns(); ++c) {  // which column differs
+      const TableView g{{got.view().columns[c]}, {""}};
+      const TableView w{{want.view().columns[c]}, {""}};
+      EXPECT_EQ(checksum(g), checksum(w)) << "column " << want.names()[c];
+    }
   }
 
   test::TempDir dir;

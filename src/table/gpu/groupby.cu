@@ -113,11 +113,13 @@ __device__ T from_acc(acc_t<T> a) {
     return static_cast<T>(a);
   }
 }
-/// An accumulated sum as a double, `unit` the worth of a decimal's stored 1.
+/// An accumulated sum as a double, `unit` the worth of a decimal's stored 1: a decimal's as the
+/// CPU's group-by converts it (sum_as_double; Int128::to_double rounds a small negative sum's
+/// low half, so the GPU's decimal means differed from the CPU's from 2026-12-03 on).
 template <typename A>
 __device__ double acc_double(A a, double unit) {
   if constexpr (std::is_same_v<A, Acc128>) {
-    return as_int128(a).to_double() * unit;
+    return spillway::detail::sum_as_double(as_int128(a), unit);
   } else {
     return static_cast<double>(a);
   }
