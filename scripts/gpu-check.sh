@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one script to run on the GPU machine (see shared/GPU.md), from the repo root with
-# build/gpu carried (made by scripts/gpu-build.sh): runs every GPU-build test, the spill demo,
+# build/gpu carried (made by scripts/gpu-build.sh), or SPILLWAY_BUILD naming the archive of
+# scripts/gpu-pack.sh (carried in .carry/): runs every GPU-build test, the spill demo,
 # the README's main job (scripts/demo-run.sh) and its C++ example on the GPU, and the memory
 # benchmarks; keeps full logs under $OUT and prints a short table.
 set -uo pipefail
@@ -8,7 +9,15 @@ cd "$(dirname "$0")/.."
 B=${SPILLWAY_BUILD:-build/gpu}
 OUT=${OUT:-/tmp/spillway-gpu-check}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$PWD/$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [[ "$B" == *.tar.xz ]]; then  # scripts/gpu-pack.sh's archive: unpacked outside the checkout
+  dest=${SPILLWAY_UNPACK_DIR:-/tmp/spillway-gpu-build}
+  rm -rf "$dest" && mkdir -p "$dest"
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$B" "$dest" ||
+    { echo "gpu-check: could not unpack $B" >&2; exit 2; }
+  B=$dest/build/gpu
+fi
+B=$(realpath "$B")
+export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0
 export SPILLWAY_BENCH_SPILL_DIR=${SPILLWAY_BENCH_SPILL_DIR:-/tmp}
 only=${1:-all}   # all | tests | bench | comm | shuffle | io
