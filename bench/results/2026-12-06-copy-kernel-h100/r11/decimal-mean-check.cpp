@@ -1,11 +1,11 @@
 // Does the decimal mean of the GPU group-by test's groups depend on the Int128 -> double
 // conversion? Per group of keys (0, 1) and of key 0 alone.
-#include <spillway/memory/buffer_resource.hpp>
-#include <spillway/table/generator.hpp>
-#include "table/detail/groupby_common.hpp"
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <spillway/memory/buffer_resource.hpp>
+#include <spillway/table/generator.hpp>
+#include "table/detail/groupby_common.hpp"
 using namespace spillway;
 int main() {
   BufferResource br{BufferResourceConfig{}};
@@ -36,7 +36,8 @@ int main() {
       if (sn.second == 0) continue;
       const double unit = 1e-3;
       const double old_mean = sn.first.to_double() * unit / static_cast<double>(sn.second);
-      const double new_mean = detail::sum_as_double(sn.first, unit) / static_cast<double>(sn.second);
+      const double new_mean =
+          detail::sum_as_double(sn.first, unit) / static_cast<double>(sn.second);
       if (std::memcmp(&old_mean, &new_mean, 8) != 0) ++differ;
     }
     std::cout << (two ? "keys {0, 1}: " : "key {0}: ") << g.size() << " groups, " << differ
