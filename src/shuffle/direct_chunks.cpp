@@ -2,6 +2,7 @@
 // partition's final buffer is allocated and its senders' columns are received straight into
 // their places in it (this rank's own chunk copied in), so that no concatenation follows.
 #include "detail/shuffler_impl.hpp"
+#include "transfer/detail/ipc_copy.hpp"
 
 #include <spillway/core/cuda.hpp>
 
@@ -123,8 +124,10 @@ void Shuffler::Impl::copy_own(DirectPartition& d, OwnCopies& batch) {
       written.wait_on(own_stream->view());
       waited = from.stream();
     }
-    if (bytes < own_kernel_below && from.mem_type() == MemoryType::DEVICE &&
-        d.buffer->mem_type() == MemoryType::DEVICE) {
+    namespace td = transfer::detail;
+    if (td::choose(td::CopyMethod::automatic, bytes, /*kernel_reachable=*/true,
+                   /*over_pcie=*/false) == td::CopyMethod::kernel &&
+        from.mem_type() == MemoryType::DEVICE && d.buffer->mem_type() == MemoryType::DEVICE) {
       batch.dsts.push_back(d.buffer->data() + at);
       batch.srcs.push_back(from.data());
       batch.sizes.push_back(bytes);

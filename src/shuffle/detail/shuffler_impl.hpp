@@ -240,8 +240,11 @@ struct Shuffler::Impl {
   void for_each_piece(const DirectPartition& d, Fn&& fn);
   /// Copies between device buffers of this rank's own chunks, issued as one kernel
   /// (gpu::copy_batch) for up to own_batch_bytes: a cudaMemcpyAsync each cost the progress
-  /// thread ~5-15 us a piece, 5120 pieces a rank at `-o 512` (bench/NOTES.md). Pieces of
-  /// own_kernel_below and more go by cudaMemcpyAsync.
+  /// thread ~5-15 us a piece, 5120 pieces a rank at `-o 512` (bench/NOTES.md). Which pieces go
+  /// by the kernel is the transfer engine's choice between device memory
+  /// (transfer::detail::choose, as the local communicator's copies): below 16 MiB; at -o 64
+  /// (5.8 MB pieces) the hashed shuffle was 7% faster than with the copy engines from 4 MiB
+  /// (bench/results/2026-12-06-copy-kernel-h100.md).
   struct OwnCopies {
     std::vector<void*> dsts;
     std::vector<const void*> srcs;
@@ -249,10 +252,6 @@ struct Shuffler::Impl {
     std::size_t bytes{0};
   };
   static constexpr std::size_t own_batch_bytes = std::size_t{64} << 20;
-  /// Own pieces under this go by the kernel, as in the local communicator (comm/local_copies.cpp):
-  /// at `-o 64` (5.8 MB pieces) the hashed shuffle was 7% faster than with the copy engines
-  /// from 4 MiB (bench/results/2026-12-06-copy-kernel-h100.md).
-  static constexpr std::size_t own_kernel_below = std::size_t{16} << 20;
   /// Copies this rank's own chunk of `d` into its final buffer: host memory at once, GPU copies
   /// on own_stream (after what the buffers' streams hold; d.on_gpu set), the small ones between
   /// device buffers added to `batch` for the caller to issue (then recording d.copied).
