@@ -194,9 +194,10 @@ TEST_F(GpuTable, OneFixedWidthKeyEqualsTheCpuByteForByte) {
   expect_same_packs(cpu, gpu_parts);
 }
 
-// Columns of at most 4 bytes at 1024, 2048 and 4096 partitions: the wide pass stages a whole
-// tile of a column with each value's partition beside it (16 rows a partition up to 2048; at
-// 4096 the tile takes nearly all of a block's shared memory), with nulls in every column.
+// Columns of at most 4 bytes at 512 to 4096 partitions: the wide pass stages a whole
+// tile of a column with each value's partition beside it (32 rows a partition at 512 and 1024, 16
+// at 2048; at 4096 the tile takes nearly all of a block's shared memory), with nulls in every
+// column.
 TEST_F(GpuTable, NarrowColumnsAtManyPartitionsEqualTheCpu) {
   RandomTableOptions o;
   o.rows = 200003;
@@ -207,7 +208,7 @@ TEST_F(GpuTable, NarrowColumnsAtManyPartitionsEqualTheCpu) {
   const Table h = random_table(o, br);
   const Table d = on_device(h);
   const std::vector<std::size_t> keys{0};
-  for (std::size_t parts : {1024, 2048, 4096}) {
+  for (std::size_t parts : {512, 1024, 2048, 4096}) {
     SCOPED_TRACE(std::to_string(parts) + " parts");
     auto cpu = partition_and_pack(h.view(), keys, parts, br, 8);
     auto gpu_parts = gpu::partition_and_pack(d.view(), keys, parts, br, stream, 8);

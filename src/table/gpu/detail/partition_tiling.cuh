@@ -58,24 +58,26 @@ constexpr std::size_t wide_chunks = 4;
 /// so 8 keeps them, and the scan's passes over them, at about half a byte per row (16 measured
 /// no faster).
 constexpr std::size_t tile_partition_rows = 8;
-/// With wide_partitions to wide_tile_partitions partitions, twice as many where a tile's values
-/// of the widest fixed-width column then take at most wide_tile_bytes: the staged scatter
-/// then writes runs of 16 rows of a partition on average instead of 8. On one H100:
-/// partition_and_pack of 10 int32 columns 0.230 -> 0.260 of the copy at 1024 partitions (two
-/// 104 KiB blocks a multiprocessor), 0.209 -> 0.240 at 2048 (one 208 KiB block), whose peak
-/// extra memory fell from 1.089 to 1.076 of the input (half the tiles' counts; bench/NOTES.md).
-/// Wider tiles would not be staged at all (4096 partitions, or 8-byte columns at 2048).
-constexpr std::size_t wide_tile_partition_rows = 16;
+/// With wide_partitions to wide_tile_partitions partitions, 32 or 16 rows a partition where a
+/// tile's values of the widest fixed-width column then take at most wide_tile_bytes: the staged
+/// scatter then writes runs of 32 or 16 rows of a partition on average instead of 8. On one
+/// H100, 16 rows: partition_and_pack of 10 int32 columns 0.230 -> 0.260 of the copy at 1024
+/// partitions (two 104 KiB blocks a multiprocessor), 0.209 -> 0.240 at 2048 (one 208 KiB
+/// block), whose peak extra memory fell from 1.089 to 1.076 of the input (half the tiles'
+/// counts); 32 rows: 0.27 -> 0.33 at 1024 (one 200 KiB block), 0.31 -> 0.34 at 512, peak 1.069
+/// (bench/NOTES.md). Wider tiles would not be staged at all (4096 partitions, or 8-byte columns
+/// at 2048), and 32 rows at 2048 partitions of 1-byte columns are the most a 2-byte TileRank
+/// counts.
 constexpr std::size_t wide_tile_partitions = 2048;
 constexpr std::size_t wide_tile_bytes = std::size_t{128} << 10;
 /// Rows per partition in a tile of a partitioning into `parts` of a table whose widest
 /// fixed-width column has `width` bytes.
 constexpr std::size_t tile_rows_per_partition(std::size_t parts, std::size_t width) {
-  return parts >= wide_partitions && parts <= wide_tile_partitions &&
-                 parts * wide_tile_partition_rows * std::max<std::size_t>(width, 1) <=
-                     wide_tile_bytes
-             ? wide_tile_partition_rows
-             : tile_partition_rows;
+  if (parts < wide_partitions || parts > wide_tile_partitions) return tile_partition_rows;
+  for (std::size_t rows = 32; rows > tile_partition_rows; rows /= 2) {
+    if (parts * rows * std::max<std::size_t>(width, 1) <= wide_tile_bytes) return rows;
+  }
+  return tile_partition_rows;
 }
 
 /// A row's rank in its tile's partitioned order (place_kernel for staged_scatter_kernel): tiles
