@@ -43,6 +43,32 @@ class GpuTable : public ::testing::Test {
     stream.view().synchronize();
     return h;
   }
+  /// PartitionPlan's placement of every column of `d` (`h` on the device; no nulls) equals the
+  /// CPU's hash_partition, the columns placed in groups out of order.
+  void expect_plan_equals_cpu(const Table& h, const Table& d, std::span<const std::size_t> keys,
+                              std::size_t parts) {
+    ASSERT_EQ(d.num_columns(), 5U);
+    gpu::PartitionPlan plan(d.view(), keys, parts, br, stream, 31);
+    const PartitionedTable cpu = hash_partition(h.view(), keys, parts, br, 31);
+    EXPECT_EQ(plan.offsets(), cpu.offsets);
+    std::vector<std::unique_ptr<Buffer>> outs;
+    std::vector<std::byte*> ptrs;
+    for (std::size_t c = 0; c < d.num_columns(); ++c) {
+      outs.push_back(br.allocate(MemoryType::DEVICE, d.column(c).data().size(), stream));
+      ptrs.push_back(outs.back()->data());
+    }
+    plan.place(3, 5, std::span(ptrs).subspan(3, 2), stream);  // the last two first
+    plan.place(0, 1, std::span(ptrs).subspan(0, 1), stream);
+    plan.place(1, 3, std::span(ptrs).subspan(1, 2), stream);
+    plan.place(2, 2, {}, stream);  // no columns: nothing
+    for (std::size_t c = 0; c < d.num_columns(); ++c) {
+      auto back = br.move(std::move(outs[c]), MemoryType::HOST, stream);
+      back->wait();
+      const ColumnView want = cpu.table.view().columns[c];
+      ASSERT_EQ(back->size(), want.data_bytes());
+      EXPECT_EQ(std::memcmp(back->data(), want.data, back->size()), 0) << "column " << c;
+    }
+  }
   /// The packed data with its payload moved to HOST.
   PackedData to_host(PackedData p) {
     p.payload = br.move(std::move(p.payload), MemoryType::HOST, stream);
@@ -223,8 +249,8 @@ TEST_F(GpuTable, NarrowColumnsAtManyPartitionsEqualTheCpu) {
 }
 
 // PartitionPlan places groups of columns, in any order, each into its own output: together
-// the same bytes as hash_partition, at 1, 2 (the warp-split place pass), 5 and 70000 (32-bit
-// partition ids) partitions.
+// the same bytes as hash_partition, at 1, 2 (the warp-split place pass), 5, 600, 5000 and 70000
+// (32-bit partition ids) partitions, and narrow columns at 1024 (tiles of 32 rows a partition).
 TEST_F(GpuTable, PartitionPlanPlacesColumnsAsHashPartitionDoes) {
   RandomTableOptions o;
   o.rows = 100003;
@@ -236,27 +262,13 @@ TEST_F(GpuTable, PartitionPlanPlacesColumnsAsHashPartitionDoes) {
   const std::vector<std::size_t> keys{1, 0};
   for (std::size_t parts : {1, 2, 5, 100, 600, 5000, 70000}) {
     SCOPED_TRACE(std::to_string(parts) + " partitions");
-    gpu::PartitionPlan plan(d.view(), keys, parts, br, stream, 31);
-    const PartitionedTable cpu = hash_partition(h.view(), keys, parts, br, 31);
-    EXPECT_EQ(plan.offsets(), cpu.offsets);
-    std::vector<std::unique_ptr<Buffer>> outs;
-    std::vector<std::byte*> ptrs;
-    for (std::size_t c = 0; c < d.num_columns(); ++c) {
-      outs.push_back(br.allocate(MemoryType::DEVICE, d.column(c).data().size(), stream));
-      ptrs.push_back(outs.back()->data());
-    }
-    plan.place(3, 5, std::span(ptrs).subspan(3, 2), stream);  // the last two first
-    plan.place(0, 1, std::span(ptrs).subspan(0, 1), stream);
-    plan.place(1, 3, std::span(ptrs).subspan(1, 2), stream);
-    plan.place(2, 2, {}, stream);  // no columns: nothing
-    for (std::size_t c = 0; c < d.num_columns(); ++c) {
-      auto back = br.move(std::move(outs[c]), MemoryType::HOST, stream);
-      back->wait();
-      const ColumnView want = cpu.table.view().columns[c];
-      ASSERT_EQ(back->size(), want.data_bytes());
-      EXPECT_EQ(std::memcmp(back->data(), want.data, back->size()), 0) << "column " << c;
-    }
+    expect_plan_equals_cpu(h, d, keys, parts);
   }
+  // Columns of at most 4 bytes at 1024 partitions: tiles of 32 rows a partition.
+  o.types = {TypeId::INT32, TypeId::UINT8, TypeId::INT16, TypeId::FLOAT32, TypeId::INT32};
+  const Table narrow = random_table(o, br);
+  SCOPED_TRACE("narrow columns, 1024 partitions");
+  expect_plan_equals_cpu(narrow, on_device(narrow), keys, 1024);
 }
 
 TEST_F(GpuTable, PartitionPlanMisuseIsAClearError) {
