@@ -19,6 +19,7 @@
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
@@ -93,7 +94,6 @@ class FabricBackend final : public Backend {
     fi_info* hints = fi_allocinfo();
     SPILLWAY_EXPECTS(hints != nullptr, "libfabric: fi_allocinfo failed", comm_error);
     hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
     hints->domain_attr->mr_mode =
         FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
@@ -122,15 +122,25 @@ class FabricBackend final : public Backend {
     // mean "placed" (FI_DELIVERY_COMPLETE): the batch goes out at once and only its last
     // write asks for delivery completion. Then either of the two: without ordering, the last
     // write (with the imm) is held back until the others have completed. Else neither.
+    // shm has no wait fd: its target progresses its peers' writes only when polled, and
+    // those writes (but a batch's last) leave nothing on its completion queue. A counter of
+    // remote writes (FI_RMA_EVENT) tells the worker that it is being written into, so that
+    // it keeps polling (see progress); without it, it polled once a millisecond 20 ms after
+    // its last completion, in the middle of a batch (bench/NOTES.md).
     int rc = -FI_ENODATA;
-    for (const auto& [order, op_flags] :
-         {std::pair<std::uint64_t, std::uint64_t>{FI_ORDER_WAW, FI_DELIVERY_COMPLETE},
-          {0, FI_DELIVERY_COMPLETE},
-          {FI_ORDER_WAW, 0},
-          {0, 0}}) {
-      hints->tx_attr->msg_order = order;
-      hints->tx_attr->op_flags = op_flags;
-      rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, flags, hints, &info_);
+    for (const bool rma_event : {shm, false}) {
+      hints->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                    (rma_event ? FI_RMA_EVENT : 0);
+      for (const auto& [order, op_flags] :
+           {std::pair<std::uint64_t, std::uint64_t>{FI_ORDER_WAW, FI_DELIVERY_COMPLETE},
+            {0, FI_DELIVERY_COMPLETE},
+            {FI_ORDER_WAW, 0},
+            {0, 0}}) {
+        hints->tx_attr->msg_order = order;
+        hints->tx_attr->op_flags = op_flags;
+        rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, flags, hints, &info_);
+        if (rc != -FI_ENODATA) break;
+      }
       if (rc != -FI_ENODATA) break;
     }
     fi_freeinfo(hints);
@@ -219,6 +229,11 @@ class FabricBackend final : public Backend {
   bool progress() override {
     bool did = poll_completions();
     did = post_queued() || did;
+    if (written_ != nullptr) {  // peers' writes placed here since the last look
+      const std::uint64_t n = fi_cntr_read(written_);
+      did = did || n != written_seen_;
+      written_seen_ = n;
+    }
     return did || !queue_.empty();
   }
 
@@ -250,6 +265,13 @@ class FabricBackend final : public Backend {
     check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
     check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
     check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+    if ((info_->caps & FI_RMA_EVENT) != 0) {
+      fi_cntr_attr cntr_attr{};
+      cntr_attr.events = FI_CNTR_EVENTS_COMP;
+      cntr_attr.wait_obj = FI_WAIT_NONE;
+      check(fi_cntr_open(domain_, &cntr_attr, &written_, nullptr), "fi_cntr_open");
+      check(fi_ep_bind(ep_, &written_->fid, FI_REMOTE_WRITE | FI_REMOTE_READ), "fi_ep_bind(cntr)");
+    }
     check(fi_enable(ep_), "fi_enable");
     std::size_t len = 0;
     fi_getname(&ep_->fid, nullptr, &len);
@@ -278,6 +300,7 @@ class FabricBackend final : public Backend {
 
   void close_all() noexcept {
     close_fid(ep_);
+    close_fid(written_);
     close_fid(av_);
     close_fid(cq_);
     close_fid(domain_);
@@ -485,6 +508,8 @@ class FabricBackend final : public Backend {
   fid_cq* cq_{nullptr};
   fid_av* av_{nullptr};
   fid_ep* ep_{nullptr};
+  fid_cntr* written_{nullptr};  // peers' writes and reads here (FI_RMA_EVENT), or none
+  std::uint64_t written_seen_{0};
   int wait_fd_{-1};
   std::vector<std::uint8_t> address_;
   std::size_t max_msg_{0};

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <thread>
 
 namespace spillway::transfer {
 
@@ -197,6 +198,10 @@ void TransferEngine::Impl::poll_sockets(bool busy) {
     // then every millisecond.
     timeout = now - last_activity < kSpinAfterActivity ? 0 : 1;
   }
+  // Spinning with nothing to do, give way to runnable threads: on 2 cores the spinning target
+  // of a polled backend kept a writer's threads off the CPU (one waited 64 KiB write took 4 ms
+  // once the target spun, bench/NOTES.md).
+  if (timeout == 0 && !busy) std::this_thread::yield();
   const int n = ::poll(fds.data(), fds.size(), timeout);
   if (n <= 0) return;
   if (fds[0].revents != 0) {
