@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs the programs of build/gpu (made by scripts/gpu-build.sh) into one archive small enough
 # to carry to the GPU machine: build/gpu is ~340 MB and the device takes 64 MiB, while every
-# program of it stripped and xz-compressed is ~10 MB. Packed: the executables of tests/, bench/,
+# program of it stripped and xz-compressed is ~20 MB. Packed: the executables of tests/, bench/,
 # tools/ and examples/ (the tests' helper programs too: they are found beside the tests),
 # lib/ and CMakeCache.txt (scripts/demo-run.sh reads whether the build has CUDA).
 #   scripts/gpu-pack.sh [ARCHIVE]   (default .carry/gpu-build.tar.xz, which git ignores)

@@ -125,9 +125,10 @@ void Shuffler::Impl::copy_own(DirectPartition& d, OwnCopies& batch) {
       waited = from.stream();
     }
     namespace td = transfer::detail;
-    if (td::choose(td::CopyMethod::automatic, bytes, /*kernel_reachable=*/true,
-                   /*over_pcie=*/false) == td::CopyMethod::kernel &&
-        from.mem_type() == MemoryType::DEVICE && d.buffer->mem_type() == MemoryType::DEVICE) {
+    const bool device_to_device =
+        from.mem_type() == MemoryType::DEVICE && d.buffer->mem_type() == MemoryType::DEVICE;
+    if (td::choose(td::CopyMethod::automatic, bytes, device_to_device, /*over_pcie=*/false) ==
+        td::CopyMethod::kernel) {
       batch.dsts.push_back(d.buffer->data() + at);
       batch.srcs.push_back(from.data());
       batch.sizes.push_back(bytes);

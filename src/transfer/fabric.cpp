@@ -141,7 +141,7 @@ class FabricBackend final : public Backend {
         rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, flags, hints, &info_);
         if (rc != -FI_ENODATA) break;
       }
-      if (rc != -FI_ENODATA) break;
+      if (rc != -FI_ENODATA || !rma_event) break;  // (not shm: one round)
     }
     fi_freeinfo(hints);
     SPILLWAY_EXPECTS(rc == 0 && info_ != nullptr,
