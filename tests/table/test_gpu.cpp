@@ -19,6 +19,42 @@ using namespace spillway;
 
 namespace {
 
+/// Every meaningful byte equal: values, string offsets and characters, validity bytes.
+void expect_same_bytes(const TableView& a, const TableView& b) {
+  ASSERT_EQ(a.num_columns(), b.num_columns());
+  ASSERT_EQ(a.num_rows(), b.num_rows());
+  ASSERT_EQ(a.names, b.names);
+  for (std::size_t c = 0; c < a.num_columns(); ++c) {
+    const ColumnView& x = a.columns[c];
+    const ColumnView& y = b.columns[c];
+    ASSERT_EQ(x.type, y.type) << "column " << c;
+    ASSERT_EQ(x.nullable(), y.nullable()) << "column " << c;
+    ASSERT_EQ(x.data_bytes(), y.data_bytes()) << "column " << c;
+    if (x.data_bytes() > 0) {
+      EXPECT_EQ(std::memcmp(x.data, y.data, x.data_bytes()), 0) << "data of column " << c;
+    }
+    if (x.type == TypeId::STRING) {
+      EXPECT_EQ(std::memcmp(x.offsets, y.offsets, (x.size + 1) * 4), 0) << "offsets of " << c;
+    }
+    if (x.nullable() && x.size > 0) {
+      EXPECT_EQ(std::memcmp(x.null_mask, y.null_mask, mask_bytes(x.size)), 0) << "mask of " << c;
+    }
+  }
+}
+
+void expect_same_packs(std::vector<PackedData>& cpu, std::vector<PackedData>& gpu) {
+  ASSERT_EQ(cpu.size(), gpu.size());
+  for (std::size_t p = 0; p < cpu.size(); ++p) {
+    ASSERT_EQ(gpu[p].payload->mem_type(), MemoryType::HOST);
+    ASSERT_EQ(cpu[p].metadata, gpu[p].metadata) << "metadata of part " << p;
+    ASSERT_EQ(cpu[p].payload->size(), gpu[p].payload->size()) << "payload of part " << p;
+    const UnpackedTable x = unpack(std::move(cpu[p]));
+    const UnpackedTable y = unpack(std::move(gpu[p]));
+    SCOPED_TRACE("part " + std::to_string(p));
+    expect_same_bytes(x.view(), y.view());
+  }
+}
+
 class GpuTable : public ::testing::Test {
  protected:
   void SetUp() override { SPILLWAY_SKIP_UNLESS_LIVE(br, MemoryType::DEVICE); }
@@ -69,6 +105,21 @@ class GpuTable : public ::testing::Test {
       EXPECT_EQ(std::memcmp(back->data(), want.data, back->size()), 0) << "column " << c;
     }
   }
+  /// partition_and_pack and hash_partition of `d` (on the GPU) give what they give of `h` on
+  /// the CPU, byte for byte.
+  void expect_packs_and_table_equal_cpu(const Table& h, const Table& d,
+                                        const std::vector<std::size_t>& keys, std::size_t parts,
+                                        std::uint32_t seed) {
+    auto cpu = partition_and_pack(h.view(), keys, parts, br, seed);
+    auto gpu_parts = gpu::partition_and_pack(d.view(), keys, parts, br, stream, seed);
+    for (auto& p : gpu_parts) p = to_host(std::move(p));
+    expect_same_packs(cpu, gpu_parts);
+    const PartitionedTable cpu_table = hash_partition(h.view(), keys, parts, br, seed);
+    const PartitionedTable gpu_table = gpu::hash_partition(d.view(), keys, parts, br, stream, seed);
+    EXPECT_EQ(cpu_table.offsets, gpu_table.offsets);
+    const Table back = on_host(gpu_table.table);
+    expect_same_bytes(cpu_table.table.view(), back.view());
+  }
   /// The packed data with its payload moved to HOST.
   PackedData to_host(PackedData p) {
     p.payload = br.move(std::move(p.payload), MemoryType::HOST, stream);
@@ -80,42 +131,6 @@ class GpuTable : public ::testing::Test {
   BufferResource br{test::small_config(dir.path())};
   OwningStream stream;  // the default stream without a GPU
 };
-
-/// Every meaningful byte equal: values, string offsets and characters, validity bytes.
-void expect_same_bytes(const TableView& a, const TableView& b) {
-  ASSERT_EQ(a.num_columns(), b.num_columns());
-  ASSERT_EQ(a.num_rows(), b.num_rows());
-  ASSERT_EQ(a.names, b.names);
-  for (std::size_t c = 0; c < a.num_columns(); ++c) {
-    const ColumnView& x = a.columns[c];
-    const ColumnView& y = b.columns[c];
-    ASSERT_EQ(x.type, y.type) << "column " << c;
-    ASSERT_EQ(x.nullable(), y.nullable()) << "column " << c;
-    ASSERT_EQ(x.data_bytes(), y.data_bytes()) << "column " << c;
-    if (x.data_bytes() > 0) {
-      EXPECT_EQ(std::memcmp(x.data, y.data, x.data_bytes()), 0) << "data of column " << c;
-    }
-    if (x.type == TypeId::STRING) {
-      EXPECT_EQ(std::memcmp(x.offsets, y.offsets, (x.size + 1) * 4), 0) << "offsets of " << c;
-    }
-    if (x.nullable() && x.size > 0) {
-      EXPECT_EQ(std::memcmp(x.null_mask, y.null_mask, mask_bytes(x.size)), 0) << "mask of " << c;
-    }
-  }
-}
-
-void expect_same_packs(std::vector<PackedData>& cpu, std::vector<PackedData>& gpu) {
-  ASSERT_EQ(cpu.size(), gpu.size());
-  for (std::size_t p = 0; p < cpu.size(); ++p) {
-    ASSERT_EQ(gpu[p].payload->mem_type(), MemoryType::HOST);
-    ASSERT_EQ(cpu[p].metadata, gpu[p].metadata) << "metadata of part " << p;
-    ASSERT_EQ(cpu[p].payload->size(), gpu[p].payload->size()) << "payload of part " << p;
-    const UnpackedTable x = unpack(std::move(cpu[p]));
-    const UnpackedTable y = unpack(std::move(gpu[p]));
-    SCOPED_TRACE("part " + std::to_string(p));
-    expect_same_bytes(x.view(), y.view());
-  }
-}
 
 }  // namespace
 
@@ -221,30 +236,52 @@ TEST_F(GpuTable, OneFixedWidthKeyEqualsTheCpuByteForByte) {
 }
 
 // Columns of at most 4 bytes at 512 to 4096 partitions: the wide pass stages a whole
-// tile of a column with each value's partition beside it (32 rows a partition at 512 and 1024, 16
-// at 2048; at 4096 the tile takes nearly all of a block's shared memory), with nulls in every
-// column.
+// tile of a column with each value's partition beside it (32 rows a partition at 512 and 1024,
+// 16 at 2048; at 4096, on GPUs with thread block clusters, 16 in tiles of 65536 rows split over
+// two blocks, else 8), with nulls in every column. 100003 rows end in a tile of more than half a
+// split tile, 200003 in one of less.
 TEST_F(GpuTable, NarrowColumnsAtManyPartitionsEqualTheCpu) {
   RandomTableOptions o;
-  o.rows = 200003;
   o.types = {TypeId::INT32, TypeId::INT8, TypeId::FLOAT32, TypeId::INT16, TypeId::UINT32};
   o.null_fraction = 0.1;
   o.key_cardinality = 100000;
   o.seed = 4;
+  for (std::size_t rows : {200003, 100003}) {
+    o.rows = rows;
+    const Table h = random_table(o, br);
+    const Table d = on_device(h);
+    for (std::size_t parts : {512, 1024, 2048, 4096}) {
+      if (rows == 100003 && parts < 2048) continue;
+      SCOPED_TRACE(std::to_string(rows) + " rows, " + std::to_string(parts) + " parts");
+      expect_packs_and_table_equal_cpu(h, d, {0}, parts, 8);
+    }
+  }
+}
+
+// Tables with 8-byte columns (no strings) at 1024 to 4096 partitions: one block stages a tile of
+// 16 rows a partition at 1024; on GPUs with clusters a tile split over two blocks stages 16 at
+// 2048 (one block: 8) and 8 at 4096 (where one block's shared memory holds no tile of 8-byte
+// values, so without clusters each row goes straight to its place); PartitionPlan places them
+// the same way.
+TEST_F(GpuTable, WideColumnsAtManyPartitionsEqualTheCpu) {
+  RandomTableOptions o;
+  o.rows = 100003;
+  o.types = {TypeId::INT64, TypeId::INT32, TypeId::FLOAT64, TypeId::INT16, TypeId::UINT64};
+  o.null_fraction = 0.1;
+  o.key_cardinality = 100000;
+  o.seed = 6;
   const Table h = random_table(o, br);
   const Table d = on_device(h);
-  const std::vector<std::size_t> keys{0};
-  for (std::size_t parts : {512, 1024, 2048, 4096}) {
+  for (std::size_t parts : {1024, 2048, 4096}) {
     SCOPED_TRACE(std::to_string(parts) + " parts");
-    auto cpu = partition_and_pack(h.view(), keys, parts, br, 8);
-    auto gpu_parts = gpu::partition_and_pack(d.view(), keys, parts, br, stream, 8);
-    for (auto& p : gpu_parts) p = to_host(std::move(p));
-    expect_same_packs(cpu, gpu_parts);
-    const PartitionedTable cpu_table = hash_partition(h.view(), keys, parts, br, 8);
-    const PartitionedTable gpu_table = gpu::hash_partition(d.view(), keys, parts, br, stream, 8);
-    EXPECT_EQ(cpu_table.offsets, gpu_table.offsets);
-    const Table back = on_host(gpu_table.table);
-    expect_same_bytes(cpu_table.table.view(), back.view());
+    expect_packs_and_table_equal_cpu(h, d, {0}, parts, 3);
+  }
+  o.null_fraction = 0.0;  // PartitionPlan takes no nulls
+  const Table plain = random_table(o, br);
+  const Table on_gpu = on_device(plain);
+  for (std::size_t parts : {2048, 4096}) {
+    SCOPED_TRACE("PartitionPlan, " + std::to_string(parts) + " parts");
+    expect_plan_equals_cpu(plain, on_gpu, std::vector<std::size_t>{0, 1}, parts);
   }
 }
 

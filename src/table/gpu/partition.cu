@@ -107,7 +107,8 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
   }
   std::optional<PlaceWide<PidT>> wide;  // queues its first places now (see PlaceWide)
   if (tl.tiles > 0 && parts >= wide_partitions && !pos) {
-    wide.emplace(counted, as<std::uint32_t>(hist), max_width(table, 0, ncols), br, stream);
+    wide.emplace(counted, as<std::uint32_t>(hist), max_width(table, 0, ncols), row_bytes(table), br,
+                 stream);
   }
   std::vector<Dest> dest;
   std::vector<detail::CopyRange> zero;

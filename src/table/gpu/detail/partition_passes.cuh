@@ -139,12 +139,58 @@ std::size_t max_width(const TableView& t, std::size_t first, std::size_t last) {
   return w;
 }
 
+/// Whether the wide pass 3 stages its columns (staged_scatter_kernel) for columns up to
+/// `max_width` bytes: cursors in shared memory and a tile's values within staged_max_bytes.
+bool stages(const Tiling& tl, std::size_t max_width) {
+  return tl.shared_counts() &&
+         staged_bytes(tl, std::max<std::size_t>(1, max_width), 0) <= staged_max_bytes();
+}
+
+/// Whether this device runs staged_scatter_kernel in clusters (Tiling::split): thread block
+/// clusters (compute capability 9.0 on) and the kernel built for them.
+inline bool split_tiles_available() {
+  int device = 0;
+  int major = 0;
+  SPILLWAY_CUDA_TRY(cudaGetDevice(&device));
+  SPILLWAY_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 9) return false;
+  cudaFuncAttributes attributes{};
+  SPILLWAY_CUDA_TRY(
+      cudaFuncGetAttributes(&attributes, &staged_scatter_kernel<std::uint16_t, true, true, true>));
+  return attributes.binaryVersion >= 90;
+}
+
+/// The tiling of `rows` rows into `parts` partitions, the widest fixed-width column `width`
+/// bytes: a tile split over a cluster of blocks (Tiling::split) where one block stages no tile
+/// of more than tile_partition_rows rows a partition, or none at all, and a split one does.
+/// (Split tiles stage through distributed shared memory, which costs: at 2048 partitions of
+/// 4-byte columns, 32 rows a partition in split tiles lost to 16 in one block's.)
+inline Tiling tiling_for(std::size_t rows, std::size_t parts, std::size_t width) {
+  Tiling one(rows, parts, width);
+  if (parts < wide_partitions || parts > shared_count_partitions) return one;
+  Tiling split(rows, parts, width, max_split);
+  if (!stages(split, width) || !split_tiles_available()) return one;
+  const bool short_runs = tile_rows_per_partition(parts, width) == tile_partition_rows &&
+                          split.tile_rows > one.tile_rows;
+  return short_runs || !stages(one, width) ? split : one;
+}
+
+/// Bytes of a row of `t` in its fixed-width values and STRING offsets (a lower bound of its
+/// size: the characters and validity bits left out).
+inline std::size_t row_bytes(const TableView& t) {
+  std::size_t bytes = 0;
+  for (const ColumnView& c : t.columns) {
+    bytes += is_fixed_width(c.type) ? size_of(c.type) : sizeof(std::int32_t);
+  }
+  return bytes;
+}
+
 template <typename PidT>
 Counted<PidT> count_rows(const TableView& table, std::span<const std::size_t> keys,
                          std::size_t parts, std::uint32_t seed, BufferResource& br, Stream stream) {
   const std::size_t rows = table.num_rows();
-  Counted<PidT> out{Tiling(rows, parts, max_width(table, 0, table.num_columns())), nullptr, nullptr,
-                    nullptr};
+  Counted<PidT> out{tiling_for(rows, parts, max_width(table, 0, table.num_columns())), nullptr,
+                    nullptr, nullptr};
   const Tiling& tl = out.tl;
   std::vector<DeviceColumn> key_cols;
   for (std::size_t k : keys) key_cols.push_back(detail::to_device_column(table.columns[k]));
@@ -213,13 +259,6 @@ void launch_place(const Counted<PidT>& counted, std::size_t first_tile, std::siz
   check_launch();
 }
 
-/// Whether the wide pass 3 stages its columns (staged_scatter_kernel) for columns up to
-/// `max_width` bytes: cursors in shared memory and a tile's values within staged_max_bytes.
-bool stages(const Tiling& tl, std::size_t max_width) {
-  return tl.shared_counts() &&
-         staged_bytes(tl, std::max<std::size_t>(1, max_width), 0) <= staged_max_bytes();
-}
-
 /// The tiles' offsets for staged_scatter_kernel (`cursors` as the scan left them).
 template <typename PidT>
 std::unique_ptr<Buffer> tile_offsets(const Counted<PidT>& counted, const std::uint32_t* cursors,
@@ -235,8 +274,18 @@ std::unique_ptr<Buffer> tile_offsets(const Counted<PidT>& counted, const std::ui
   return out;
 }
 
+/// staged_scatter_kernel for `contiguous` destinations, with `labels`.
+template <typename PidT, bool Split>
+auto* staged_kernel(bool contiguous, bool labels) {
+  return contiguous ? (labels ? &staged_scatter_kernel<PidT, true, true, Split>
+                              : &staged_scatter_kernel<PidT, true, false, Split>)
+                    : (labels ? &staged_scatter_kernel<PidT, false, true, Split>
+                              : &staged_scatter_kernel<PidT, false, false, Split>);
+}
+
 /// Launches staged_scatter_kernel on `tiles` tiles from `first_tile`: `rank` from
-/// place_kernel with `offsets` (rank[0] the first tile's first row's).
+/// place_kernel with `offsets` (rank[0] the first tile's first row's), a cluster of
+/// Tiling::split blocks a tile's column.
 template <typename PidT>
 void staged_scatter(const Counted<PidT>& counted, const std::uint32_t* cursors,
                     const TileRank* rank, const std::uint32_t* offsets, std::size_t first_tile,
@@ -247,19 +296,36 @@ void staged_scatter(const Counted<PidT>& counted, const std::uint32_t* cursors,
   const std::size_t width = std::max<std::size_t>(1, max_width);
   const bool labels = staged_bytes(tl, width, sizeof(PidT)) <= staged_max_bytes();
   const std::size_t smem = staged_bytes(tl, width, labels ? sizeof(PidT) : 0);
-  auto* kernel = contiguous ? (labels ? &staged_scatter_kernel<PidT, true, true>
-                                      : &staged_scatter_kernel<PidT, true, false>)
-                            : (labels ? &staged_scatter_kernel<PidT, false, true>
-                                      : &staged_scatter_kernel<PidT, false, false>);
-  SPILLWAY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
-  SPILLWAY_EXPECTS(tiles * ncols <= std::numeric_limits<int>::max(),
+  SPILLWAY_EXPECTS(tiles * ncols * tl.split <= std::numeric_limits<int>::max(),
                    "gpu partitioning: " + std::to_string(tiles) + " tiles of " +
                        std::to_string(ncols) + " columns are more blocks than one launch takes");
-  kernel<<<static_cast<unsigned>(tiles * ncols), staged_threads, smem, raw(stream)>>>(
-      as<const PidT>(*counted.pid), rank, cursors, as<const std::uint32_t>(*counted.starts),
-      offsets, tl, first_tile, cols, static_cast<std::uint32_t>(ncols), dest);
-  check_launch();
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(tiles * ncols * tl.split));
+  config.blockDim = dim3(staged_threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = raw(stream);
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = tl.split;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  if (tl.split > 1) {
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+  }
+  const auto launch = [&](auto* kernel) {
+    SPILLWAY_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    SPILLWAY_CUDA_TRY(cudaLaunchKernelEx(&config, kernel, as<const PidT>(*counted.pid), rank,
+                                         cursors, as<const std::uint32_t>(*counted.starts), offsets,
+                                         tl, first_tile, cols, static_cast<std::uint32_t>(ncols),
+                                         dest));
+  };
+  if (tl.split > 1) {
+    launch(staged_kernel<PidT, true>(contiguous, labels));
+  } else {
+    launch(staged_kernel<PidT, false>(contiguous, labels));
+  }
 }
 
 /// Pass 3 of many partitions (wide_partitions), for rows [row0, row0 + rows): scatters
@@ -319,26 +385,42 @@ void scatter_places(const Counted<PidT>& counted, const std::uint32_t* cursors, 
   }
 }
 
-/// Pass 3 of many partitions: the rows' places chunk by chunk (wide_chunks), each chunk's
+/// The chunks of the wide pass 3 (PlaceWide) for tiling `tl` of a table of `row_bytes` a row
+/// (row_bytes()): the fewest, up to wide_chunks, whose places' scratch (one chunk's), with the
+/// partition ids and the tiles' counts and (staged) offsets, stays within wide_scratch_share of
+/// the table. Fewer chunks find more tiles' places at once (more blocks in flight) and more of
+/// them while the host lays out the outputs.
+inline std::size_t place_chunks(const Tiling& tl, std::size_t pid_width, std::size_t row_bytes,
+                                bool staged) {
+  const double rows = static_cast<double>(tl.rows);
+  const double budget = wide_scratch_share * rows * static_cast<double>(row_bytes);
+  const double fixed = rows * static_cast<double>(pid_width) +
+                       static_cast<double>(tl.counts() * sizeof(std::uint32_t)) * (staged ? 2 : 1);
+  const double places = rows * static_cast<double>(place_width(staged));
+  std::size_t chunks = 1;
+  while (chunks < wide_chunks && fixed + places / static_cast<double>(chunks) > budget) chunks *= 2;
+  return chunks;
+}
+
+/// Pass 3 of many partitions: the rows' places chunk by chunk (place_chunks), each chunk's
 /// columns scattered before the next chunk's places are found. The first chunk's places need
 /// no destinations, so the constructor queues them: they run while the host lays out the
 /// outputs (at 1024 partitions ~0.3 ms, with the GPU otherwise idle).
 template <typename PidT>
 class PlaceWide {
  public:
+  /// `row_bytes`: the table's (row_bytes()).
   PlaceWide(const Counted<PidT>& counted, std::uint32_t* cursors, std::size_t max_width,
-            BufferResource& br, Stream stream)
-      : counted_{counted},
-        cursors_{cursors},
-        max_width_{max_width},
-        stream_{stream},
-        per_{(counted.tl.tiles + wide_chunks - 1) / wide_chunks} {
-    if (per_ == 0) return;
-    if (stages(counted.tl, max_width)) offsets_ = tile_offsets(counted, cursors, br, stream);
-    pos_ = br.allocate(
-        MemoryType::DEVICE,
-        std::min(counted.tl.rows, per_ * counted.tl.tile_rows) * place_width(offsets_ != nullptr),
-        stream);
+            std::size_t row_bytes, BufferResource& br, Stream stream)
+      : counted_{counted}, cursors_{cursors}, max_width_{max_width}, stream_{stream} {
+    const Tiling& tl = counted.tl;
+    if (tl.tiles == 0) return;
+    const bool staged = stages(tl, max_width);
+    const std::size_t chunks = place_chunks(tl, sizeof(PidT), row_bytes, staged);
+    per_ = (tl.tiles + chunks - 1) / chunks;
+    if (staged) offsets_ = tile_offsets(counted, cursors, br, stream);
+    pos_ = br.allocate(MemoryType::DEVICE,
+                       std::min(tl.rows, per_ * tl.tile_rows) * place_width(staged), stream);
     find_places_of(0);
   }
 
@@ -363,7 +445,7 @@ class PlaceWide {
   std::uint32_t* cursors_;
   std::size_t max_width_;
   Stream stream_;
-  std::size_t per_;                  // tiles a chunk
+  std::size_t per_ = 0;              // tiles a chunk
   std::unique_ptr<Buffer> offsets_;  // staged: the tiles' offsets
   std::unique_ptr<Buffer> pos_;
 };

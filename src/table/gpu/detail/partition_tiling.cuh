@@ -51,9 +51,12 @@ constexpr std::size_t shared_count_partitions = 4096;
 /// H200 the sort won at 256 (0.21 against 0.09 of the copy) and lost at 1024 (0.05 against
 /// 0.07) and 4096 (0.02 against 0.04; bench/NOTES.md).
 constexpr std::uint32_t wide_partitions = 512;
-/// The wide pass 3 finds the places of this many chunks of rows one after another (each
-/// chunk's columns scattered before the next), so that their scratch is a fraction of the rows.
+/// The wide pass 3 finds the places of up to this many chunks of rows one after another (each
+/// chunk's columns scattered before the next), so that their scratch is a fraction of the rows:
+/// as few as keep its scratch, the partition ids and the tiles' counts within this share of the
+/// table's bytes (the outputs and they then stay under 1.1x the input; PlaceWide).
 constexpr std::size_t wide_chunks = 4;
+constexpr double wide_scratch_share = 0.09;
 /// Rows per partition in a tile, on average: the counts are one word per partition and tile,
 /// so 8 keeps them, and the scan's passes over them, at about half a byte per row (16 measured
 /// no faster).
@@ -65,30 +68,34 @@ constexpr std::size_t tile_partition_rows = 8;
 /// partitions (two 104 KiB blocks a multiprocessor), 0.209 -> 0.240 at 2048 (one 208 KiB
 /// block), whose peak extra memory fell from 1.089 to 1.076 of the input (half the tiles'
 /// counts); 32 rows: 0.27 -> 0.33 at 1024 (one 200 KiB block), 0.31 -> 0.34 at 512, peak 1.069
-/// (bench/NOTES.md). Wider tiles would not be staged at all (4096 partitions, or 8-byte columns
-/// at 2048), and 32 rows at 2048 partitions of 1-byte columns are the most a 2-byte TileRank
-/// counts.
+/// (bench/NOTES.md).
 constexpr std::size_t wide_tile_partitions = 2048;
 constexpr std::size_t wide_tile_bytes = std::size_t{128} << 10;
+/// A tile split over a cluster of two blocks (Tiling::split, on GPUs with thread block clusters)
+/// holds twice the values: each block stages half the tile's places in its shared memory and
+/// the other block's rows reach them through distributed shared memory. Then up to
+/// shared_count_partitions partitions (4096: 16 rows a partition of 4-byte columns, not 8)
+/// and twice wide_tile_bytes. At most max_staged_tile_rows rows in all.
+constexpr unsigned max_split = 2;
+/// A row's rank in its tile's partitioned order (place_kernel for staged_scatter_kernel): tiles
+/// are staged only with their counts in shared memory (Tiling::shared_counts); a 2-byte rank
+/// counts up to 65536 rows.
+using TileRank = std::uint16_t;
+constexpr std::size_t max_staged_tile_rows = std::size_t{std::numeric_limits<TileRank>::max()} + 1;
 /// Rows per partition in a tile of a partitioning into `parts` of a table whose widest
-/// fixed-width column has `width` bytes.
-constexpr std::size_t tile_rows_per_partition(std::size_t parts, std::size_t width) {
-  if (parts < wide_partitions || parts > wide_tile_partitions) return tile_partition_rows;
+/// fixed-width column has `width` bytes, staged by `split` blocks.
+constexpr std::size_t tile_rows_per_partition(std::size_t parts, std::size_t width,
+                                              unsigned split = 1) {
+  const std::size_t most = split > 1 ? shared_count_partitions : wide_tile_partitions;
+  if (parts < wide_partitions || parts > most) return tile_partition_rows;
   for (std::size_t rows = 32; rows > tile_partition_rows; rows /= 2) {
-    if (parts * rows * std::max<std::size_t>(width, 1) <= wide_tile_bytes) return rows;
+    if (parts * rows <= max_staged_tile_rows &&
+        parts * rows * std::max<std::size_t>(width, 1) <= split * wide_tile_bytes) {
+      return rows;
+    }
   }
   return tile_partition_rows;
 }
-
-/// A row's rank in its tile's partitioned order (place_kernel for staged_scatter_kernel): tiles
-/// are staged only with their counts in shared memory (Tiling::shared_counts), so they hold at
-/// most this many rows (the larger tiles of wide_tile_partitions or those of
-/// shared_count_partitions).
-using TileRank = std::uint16_t;
-constexpr std::size_t max_staged_tile_rows =
-    std::max(wide_tile_partitions * tile_rows_per_partition(wide_tile_partitions, 1),
-             shared_count_partitions* tile_rows_per_partition(shared_count_partitions, 1));
-static_assert(max_staged_tile_rows <= std::size_t{std::numeric_limits<TileRank>::max()} + 1);
 
 /// Where partition p's rows of column c go (dest[c * P + p]).
 struct Dest {
@@ -107,18 +114,23 @@ struct Tiling {
   std::size_t rows;
   std::uint32_t parts;
   int bits;               // radix sort bits: enough for parts - 1
+  unsigned split;         // blocks (a cluster) that stage a tile in staged_scatter_kernel
   std::size_t tile_rows;  // a multiple of sub_rows
   std::size_t tiles;
 
-  /// `r` rows into `p` partitions, the widest fixed-width column `width` bytes.
-  Tiling(std::size_t r, std::size_t p, std::size_t width)
+  /// `r` rows into `p` partitions, the widest fixed-width column `width` bytes, each tile
+  /// staged by `s` blocks.
+  Tiling(std::size_t r, std::size_t p, std::size_t width, unsigned s = 1)
       : rows{r},
         parts{static_cast<std::uint32_t>(p)},
         bits{std::max(1, static_cast<int>(std::bit_width(p - 1)))},
+        split{s},
         tile_rows{std::max<std::size_t>(
-                      1, (tile_rows_per_partition(p, width) * p + sub_rows - 1) / sub_rows) *
+                      1, (tile_rows_per_partition(p, width, s) * p + sub_rows - 1) / sub_rows) *
                   sub_rows},
         tiles{(r + tile_rows - 1) / tile_rows} {}
+  /// The places of a tile that one block of staged_scatter_kernel stages.
+  [[nodiscard]] __host__ __device__ std::size_t block_rows() const { return tile_rows / split; }
   [[nodiscard]] __host__ __device__ bool shared_counts() const {
     return parts <= shared_count_partitions;
   }

@@ -6,6 +6,7 @@
 #include "core/detail/cuda_try.hpp"
 #include "table/gpu/detail/partition_tiling.cuh"
 
+#include <cooperative_groups.h>
 #include <cub/block/block_scan.cuh>
 
 namespace spillway::gpu {
@@ -100,13 +101,13 @@ __global__ void __launch_bounds__(block_threads)
   }
 }
 
-/// The shared memory staged_scatter_kernel needs: one column's values of a tile, and per
-/// partition its base (where place 0 of the tile's order would go in it) and, without labels
-/// (each staged value's partition, `label_width` bytes; 0: none), its start in the tile's
-/// order.
+/// The shared memory a block of staged_scatter_kernel needs: its values of a tile (its
+/// Tiling::block_rows places), and per partition its base (where place 0 of the tile's order
+/// would go in it) and, without labels (each staged value's partition, `label_width` bytes; 0:
+/// none), its start in the tile's order.
 inline std::size_t staged_bytes(const Tiling& tl, std::size_t width, std::size_t label_width) {
-  return tl.tile_rows * width + std::size_t{tl.parts} * sizeof(std::uintptr_t) +
-         (label_width != 0 ? tl.tile_rows * label_width
+  return tl.block_rows() * width + std::size_t{tl.parts} * sizeof(std::uintptr_t) +
+         (label_width != 0 ? tl.block_rows() * label_width
                            : std::size_t{tl.parts} * sizeof(std::uint32_t));
 }
 /// The most shared memory a block of the current device may take (227 KiB on an H200).
@@ -129,14 +130,71 @@ constexpr unsigned staged_items = 4;
 /// ranks and ids (staged_items rows cost three loads each).
 constexpr unsigned staged_quads = 2;
 
-/// staged_scatter_kernel's loads of a tile's 4-byte values (`src`, n of them), their ranks and
-/// (Labels) partition ids into shared memory, `staged_quads` runs of four rows a thread at once:
-/// the kernel is latency-bound (bench/NOTES.md), and vector loads put more bytes in flight in
-/// fewer registers. Every pointer 16-byte aligned; the last n % 4 rows are left to the caller.
-template <bool Labels>
+/// A block's rank in its cluster, another block's shared memory, and the cluster's barrier
+/// (staged_scatter_kernel with Split: the host launches it only where the kernel was built for
+/// thread block clusters, sm_90 on; see split_tiles_available).
+__device__ inline unsigned cluster_rank() {
+#if __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().block_rank();
+#else
+  __trap();
+  return 0;
+#endif
+}
+template <typename T>
+__device__ inline T* cluster_shared(T* local, unsigned rank) {
+#if __CUDA_ARCH__ >= 900
+  return cooperative_groups::this_cluster().map_shared_rank(local, rank);
+#else
+  __trap();
+  return local;
+#endif
+}
+__device__ inline void cluster_sync() {
+#if __CUDA_ARCH__ >= 900
+  cooperative_groups::this_cluster().sync();
+#else
+  __trap();
+#endif
+}
+
+/// Where staged_scatter_kernel stages a tile's values and (with labels) their partitions, in
+/// the tile's partitioned order: Split, place k in the shared memory of the cluster's block k /
+/// half (its own or the other's), at k % half; otherwise all in the block's own (`values`,
+/// `labels`). (Pointers, not arrays of them: an array indexed per row went to local memory.)
+template <typename T, typename PidT, bool Split>
+struct StagedTile {
+  T* values;  // Split: block 0's
+  PidT* labels;
+  T* upper_values;  // Split: block 1's
+  PidT* upper_labels;
+  std::uint32_t half;  // places a block holds
+
+  __device__ void put(std::uint32_t k, T v) const {
+    if constexpr (Split) {
+      const bool upper = k >= half;
+      (upper ? upper_values : values)[upper ? k - half : k] = v;
+    } else {
+      values[k] = v;
+    }
+  }
+  __device__ void label(std::uint32_t k, PidT p) const {
+    if constexpr (Split) {
+      const bool upper = k >= half;
+      (upper ? upper_labels : labels)[upper ? k - half : k] = p;
+    } else {
+      labels[k] = p;
+    }
+  }
+};
+
+/// staged_scatter_kernel's loads of 4-byte values (`src`, n of them), their ranks and (Labels)
+/// partition ids into the staged tile, `staged_quads` runs of four rows a thread at once: the
+/// kernel is latency-bound (bench/NOTES.md), and vector loads put more bytes in flight in fewer
+/// registers. Every pointer 16-byte aligned; the last n % 4 rows are left to the caller.
+template <bool Labels, typename Tile>
 __device__ inline void stage_quads(const std::uint32_t* src, const TileRank* ranks,
-                                   const std::uint16_t* ids, std::uint32_t n, std::uint32_t* to,
-                                   std::uint16_t* labels) {
+                                   const std::uint16_t* ids, std::uint32_t n, const Tile& to) {
   const std::uint32_t quads = n / 4;
   for (std::uint32_t q0 = 0; q0 < quads; q0 += staged_threads * staged_quads) {
     uint4 v[staged_quads];
@@ -155,53 +213,61 @@ __device__ inline void stage_quads(const std::uint32_t* src, const TileRank* ran
     for (unsigned j = 0; j < staged_quads; ++j) {
       if (q0 + j * staged_threads + threadIdx.x >= quads) continue;
       // (little-endian: row 4q + 0 is the low half of the first word)
-      to[k[j].x & 0xFFFFU] = v[j].x;
-      to[k[j].x >> 16] = v[j].y;
-      to[k[j].y & 0xFFFFU] = v[j].z;
-      to[k[j].y >> 16] = v[j].w;
+      to.put(k[j].x & 0xFFFFU, v[j].x);
+      to.put(k[j].x >> 16, v[j].y);
+      to.put(k[j].y & 0xFFFFU, v[j].z);
+      to.put(k[j].y >> 16, v[j].w);
       if constexpr (Labels) {
-        labels[k[j].x & 0xFFFFU] = static_cast<std::uint16_t>(l[j].x);
-        labels[k[j].x >> 16] = static_cast<std::uint16_t>(l[j].x >> 16);
-        labels[k[j].y & 0xFFFFU] = static_cast<std::uint16_t>(l[j].y);
-        labels[k[j].y >> 16] = static_cast<std::uint16_t>(l[j].y >> 16);
+        to.label(k[j].x & 0xFFFFU, static_cast<std::uint16_t>(l[j].x));
+        to.label(k[j].x >> 16, static_cast<std::uint16_t>(l[j].x >> 16));
+        to.label(k[j].y & 0xFFFFU, static_cast<std::uint16_t>(l[j].y));
+        to.label(k[j].y >> 16, static_cast<std::uint16_t>(l[j].y >> 16));
       }
     }
   }
 }
 
 /// Pass 3 with many partitions, for the tiles from first_tile: block b moves column b % ncols
-/// of tile first_tile + b / ncols, so the blocks in flight are a few tiles' columns, which read
-/// each tile's ranks and labels from DRAM once (later from L2; with the tiles varying fastest,
-/// 1024 partitions were 10% slower). Its values go into shared memory in the tile's
-/// partitioned order (rank[row], from place_kernel with tile_offsets), then out in that order,
-/// so consecutive threads store consecutive rows of a partition: runs of the tile's rows per
-/// partition (8 on average), not one store per row (scatter_kernel). Validity bits are set per
-/// row. Labels: each staged value's partition goes into shared memory beside it, so the way
-/// out reads it (one load); otherwise (8-byte columns at 4096 partitions, where they do not
-/// fit) it is found by a binary search of the partitions' starts in the tile (12 dependent
-/// loads: the kernel was compute-bound on them).
-template <typename PidT, bool Contiguous, bool Labels>
-__global__ void __launch_bounds__(staged_threads, 2)
+/// of tile first_tile + b / ncols (Split: cluster b, of two blocks), so the blocks in flight are
+/// a few tiles' columns, which read each tile's ranks and labels from DRAM once (later from L2;
+/// with the tiles varying fastest, 1024 partitions were 10% slower). Its values go into shared
+/// memory in the tile's partitioned order (rank[row], from place_kernel with tile_offsets), then
+/// out in that order, so consecutive threads store consecutive rows of a partition: runs of the
+/// tile's rows per partition (8 to 32 on average), not one store per row (scatter_kernel).
+/// Validity bits are set per row. Labels: each staged value's partition goes into shared memory
+/// beside it, so the way out reads it (one load); otherwise (where they do not fit) it is found
+/// by a binary search of the partitions' starts in the tile (12 dependent loads: the kernel was
+/// compute-bound on them). Split: the two blocks of a cluster share the tile, block h staging
+/// its places [h * half, (h + 1) * half) and loading its rows [h * half, (h + 1) * half), whose
+/// values of the other block's places go to that block's shared memory (a tile's block takes a
+/// multiprocessor's shared memory then: one block a multiprocessor, up to 64 registers).
+template <typename PidT, bool Contiguous, bool Labels, bool Split>
+__global__ void __launch_bounds__(staged_threads, Split ? 1 : 2)
     staged_scatter_kernel(const PidT* pid, const TileRank* rank, const std::uint32_t* cursors,
                           const std::uint32_t* starts, const std::uint32_t* tile_offsets, Tiling tl,
                           std::size_t first_tile, const DeviceColumn* cols, std::uint32_t ncols,
                           const Dest* dest) {
   extern __shared__ __align__(16) std::byte staged[];
-  const std::size_t t = first_tile + blockIdx.x / ncols;
-  const std::uint32_t c = blockIdx.x % ncols;
+  const unsigned h = Split ? cluster_rank() : 0;
+  const std::uint32_t b = Split ? blockIdx.x / max_split : blockIdx.x;
+  const std::size_t t = first_tile + b / ncols;
+  const std::uint32_t c = b % ncols;
   const DeviceColumn& col = cols[c];
   const Dest* d = dest + std::size_t{c} * tl.parts;
   const std::size_t row0 = t * tl.tile_rows;  // rank[0] is first_tile's first row's
   const std::size_t rank0 = first_tile * tl.tile_rows;
   const auto n = static_cast<std::uint32_t>(min(tl.tile_rows, tl.rows - row0));
+  const auto half = static_cast<std::uint32_t>(tl.tile_rows / (Split ? max_split : 1));
+  const std::uint32_t lo = Split ? min(n, h * half) : 0;  // the block's places and rows: [lo, hi)
+  const std::uint32_t hi = Split ? min(n, lo + half) : n;
   const std::size_t width = col.width;
   // Per partition: base[p] + i * width is where place i of the tile's order goes when it is
   // partition p's (the arithmetic wraps; only places of p are formed), offs[p] where p starts
   // in the tile's order (without labels).
   auto* base = reinterpret_cast<std::uintptr_t*>(staged);
-  std::byte* values = reinterpret_cast<std::byte*>(base + tl.parts);  // in tile order
-  auto* labels = reinterpret_cast<PidT*>(values + tl.tile_rows * width);
-  auto* offs = reinterpret_cast<std::uint32_t*>(values + tl.tile_rows * width);
+  std::byte* values = reinterpret_cast<std::byte*>(base + tl.parts);  // places [lo, lo + half)
+  auto* labels = reinterpret_cast<PidT*>(values + std::size_t{half} * width);
+  auto* offs = reinterpret_cast<std::uint32_t*>(values + std::size_t{half} * width);
   for (std::uint32_t p = threadIdx.x; p < tl.parts; p += staged_threads) {
     const std::uint32_t off = tile_offsets[tl.at(t, p)];
     const std::uint32_t place = cursors[tl.at(t, p)] + (Contiguous ? starts[p] : 0);
@@ -211,47 +277,53 @@ __global__ void __launch_bounds__(staged_threads, 2)
   }
   const bool fixed = width != 0;  // STRING: string_kernel (only its mask here)
   const TileRank* ranks = rank + (row0 - rank0);
-  if (fixed) {  // the tile's values to their ranks, staged_items loads in flight per thread
+  if (fixed) {  // the block's rows' values to their ranks, staged_items loads in flight a thread
     detail::with_width(col.width, [&]<typename T>() {
-      const T* src = reinterpret_cast<const T*>(col.data) + row0;
-      T* to = reinterpret_cast<T*>(values);
+      const T* src = reinterpret_cast<const T*>(col.data) + row0 + lo;
+      const TileRank* ks = ranks + lo;
+      const PidT* ids = pid + row0 + lo;
+      T* const mine = reinterpret_cast<T*>(values);
+      StagedTile<T, PidT, Split> to{mine, labels, nullptr, nullptr, half};
+      if constexpr (Split) {
+        to = {cluster_shared(mine, 0), cluster_shared(labels, 0), cluster_shared(mine, 1),
+              cluster_shared(labels, 1), half};
+      }
+      const std::uint32_t rows = hi - lo;
       std::uint32_t first = 0;  // rows before it staged by quads
       if constexpr (sizeof(T) == 4 && sizeof(PidT) == 2 && sizeof(TileRank) == 2) {
         const auto aligned = [](const void* ptr) {
           return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0;
         };
-        if (aligned(src) && aligned(ranks) && (!Labels || aligned(pid + row0))) {
-          stage_quads<Labels>(reinterpret_cast<const std::uint32_t*>(src), ranks,
-                              reinterpret_cast<const std::uint16_t*>(pid + row0), n,
-                              reinterpret_cast<std::uint32_t*>(to),
-                              reinterpret_cast<std::uint16_t*>(labels));
-          first = n / 4 * 4;
+        if (aligned(src) && aligned(ks) && (!Labels || aligned(ids))) {
+          stage_quads<Labels>(reinterpret_cast<const std::uint32_t*>(src), ks,
+                              reinterpret_cast<const std::uint16_t*>(ids), rows, to);
+          first = rows / 4 * 4;
         }
       }
-      for (std::uint32_t i0 = first; i0 < n; i0 += staged_threads * staged_items) {
+      for (std::uint32_t i0 = first; i0 < rows; i0 += staged_threads * staged_items) {
         T v[staged_items];
         std::uint32_t k[staged_items];
         [[maybe_unused]] PidT q[staged_items];
 #pragma unroll
         for (unsigned j = 0; j < staged_items; ++j) {
           const std::uint32_t i = i0 + j * staged_threads + threadIdx.x;
-          if (i < n) {
+          if (i < rows) {
             v[j] = src[i];
-            k[j] = ranks[i];
-            if constexpr (Labels) q[j] = pid[row0 + i];
+            k[j] = ks[i];
+            if constexpr (Labels) q[j] = ids[i];
           }
         }
 #pragma unroll
         for (unsigned j = 0; j < staged_items; ++j) {
-          if (i0 + j * staged_threads + threadIdx.x < n) {
-            to[k[j]] = v[j];
-            if constexpr (Labels) labels[k[j]] = q[j];
+          if (i0 + j * staged_threads + threadIdx.x < rows) {
+            to.put(k[j], v[j]);
+            if constexpr (Labels) to.label(k[j], q[j]);
           }
         }
       }
     });
   }
-  for (std::uint32_t i = threadIdx.x; i < n && col.mask != nullptr; i += staged_threads) {
+  for (std::uint32_t i = lo + threadIdx.x; i < hi && col.mask != nullptr; i += staged_threads) {
     const std::uint32_t k = ranks[i];
     if (detail::is_valid(col, row0 + i)) {
       const std::uint32_t p = pid[row0 + i];
@@ -261,19 +333,23 @@ __global__ void __launch_bounds__(staged_threads, 2)
       set_valid(Contiguous ? d[0] : d[p], at);
     }
   }
-  __syncthreads();
+  if constexpr (Split) {
+    cluster_sync();  // (after it, each block reads only its own shared memory)
+  } else {
+    __syncthreads();
+  }
   if (!fixed) return;
   detail::with_width(col.width, [&]<typename T>() {
-    for (std::uint32_t i = threadIdx.x; i < n; i += staged_threads) {
+    for (std::uint32_t i = lo + threadIdx.x; i < hi; i += staged_threads) {
       // The partition of place i: its label, or the last with its start at or before i.
       std::size_t p = 0;
       if constexpr (Labels) {
-        p = labels[i];
+        p = labels[i - lo];
       } else {
         p = detail::last_at_or_below(offs, tl.parts, i);
       }
       *reinterpret_cast<T*>(base[p] + std::uintptr_t{i} * sizeof(T)) =
-          reinterpret_cast<const T*>(values)[i];
+          reinterpret_cast<const T*>(values)[i - lo];
     }
   });
 }
