@@ -22,8 +22,10 @@
 //     (wide_partitions) the sorted sub-tiles' runs are too short: the sort runs once to give
 //     each row its rank in its tile's partitioned order, and then each column goes through
 //     shared memory a tile at a time in that order, each value's partition beside it
-//     (staged_scatter_kernel; where a tile does not fit, each row straight to its place,
-//     scatter_kernel).
+//     (staged_scatter_kernel; where one block stages only 8 rows a partition or no tile at all,
+//     a cluster of two blocks shares the tile through distributed shared memory, Tiling::split;
+//     where no tile fits, each row straight to its place, scatter_kernel). The places are found
+//     in up to four chunks of tiles, as few as keep their scratch small (PlaceWide).
 // The host side of the passes is in detail/partition_passes.cuh, PartitionPlan in
 // partition_plan.cu. STRING columns take two more kernels: each row's position in partitioned
 // order, a scan of the lengths in that order, and a copy of the characters. PartitionPlan runs pass
