@@ -170,20 +170,16 @@ struct StagedTile {
   PidT* upper_labels;
   std::uint32_t half;  // places a block holds
 
-  __device__ void put(std::uint32_t k, T v) const {
+  __device__ void put(std::uint32_t k, T v) const { store(values, upper_values, k, v); }
+  __device__ void label(std::uint32_t k, PidT p) const { store(labels, upper_labels, k, p); }
+  /// Place k of `lower` (block 0's) and `upper` (block 1's) becomes `v`.
+  template <typename U>
+  __device__ void store(U* lower, U* upper, std::uint32_t k, U v) const {
     if constexpr (Split) {
-      const bool upper = k >= half;
-      (upper ? upper_values : values)[upper ? k - half : k] = v;
+      const bool up = k >= half;
+      (up ? upper : lower)[up ? k - half : k] = v;
     } else {
-      values[k] = v;
-    }
-  }
-  __device__ void label(std::uint32_t k, PidT p) const {
-    if constexpr (Split) {
-      const bool upper = k >= half;
-      (upper ? upper_labels : labels)[upper ? k - half : k] = p;
-    } else {
-      labels[k] = p;
+      lower[k] = v;
     }
   }
 };
