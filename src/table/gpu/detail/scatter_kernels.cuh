@@ -271,6 +271,9 @@ __global__ void __launch_bounds__(staged_threads, Split ? 1 : 2)
     base[p] = ptr + (place - static_cast<std::uintptr_t>(off)) * width;
     if constexpr (!Labels) offs[p] = off;
   }
+  // Split: both blocks run before either writes into the other's shared memory (the CUDA
+  // programming guide's condition for distributed shared memory).
+  if constexpr (Split) cluster_sync();
   const bool fixed = width != 0;  // STRING: string_kernel (only its mask here)
   const TileRank* ranks = rank + (row0 - rank0);
   if (fixed) {  // the block's rows' values to their ranks, staged_items loads in flight a thread
@@ -330,7 +333,7 @@ __global__ void __launch_bounds__(staged_threads, Split ? 1 : 2)
     }
   }
   if constexpr (Split) {
-    cluster_sync();  // (after it, each block reads only its own shared memory)
+    cluster_sync();  // (after it, each block reads only its own shared memory, so it may exit)
   } else {
     __syncthreads();
   }
