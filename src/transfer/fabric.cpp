@@ -127,10 +127,9 @@ class FabricBackend final : public Backend {
     // remote writes (FI_RMA_EVENT) tells the worker that it is being written into, so that
     // it keeps polling (see progress); without it, it polled once a millisecond 20 ms after
     // its last completion, in the middle of a batch (bench/NOTES.md).
-    int rc = -FI_ENODATA;
-    for (const bool rma_event : {shm, false}) {
-      hints->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                    (rma_event ? FI_RMA_EVENT : 0);
+    const auto getinfo = [&](std::uint64_t caps) {
+      hints->caps = caps;
+      int rc = -FI_ENODATA;
       for (const auto& [order, op_flags] :
            {std::pair<std::uint64_t, std::uint64_t>{FI_ORDER_WAW, FI_DELIVERY_COMPLETE},
             {0, FI_DELIVERY_COMPLETE},
@@ -141,8 +140,11 @@ class FabricBackend final : public Backend {
         rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, flags, hints, &info_);
         if (rc != -FI_ENODATA) break;
       }
-      if (rc != -FI_ENODATA || !rma_event) break;  // (not shm: one round)
-    }
+      return rc;
+    };
+    const std::uint64_t caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    int rc = getinfo(shm ? caps | FI_RMA_EVENT : caps);
+    if (shm && rc == -FI_ENODATA) rc = getinfo(caps);  // an shm without the counter
     fi_freeinfo(hints);
     SPILLWAY_EXPECTS(rc == 0 && info_ != nullptr,
                      "libfabric: provider '" + options.provider +
