@@ -3,9 +3,6 @@
 // strings, from 1 to 70000 partitions; PartitionPlan's column groups. Skips without a GPU.
 #include "gpu_table_fixture.hpp"
 
-#include <algorithm>
-#include <random>
-
 using namespace spillway;
 using test::expect_same_bytes;
 using test::expect_same_packs;
