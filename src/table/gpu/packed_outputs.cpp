@@ -58,22 +58,46 @@ std::unique_ptr<Buffer> PackedOutputs::allocate(std::size_t bytes) {
 
 std::vector<std::unique_ptr<Buffer>> PackedOutputs::allocate_all(
     std::span<const std::size_t> sizes) {
-  std::vector<std::unique_ptr<Buffer>> out(sizes.size());
+  place_all(sizes);
+  return take();
+}
+
+std::vector<std::byte*> PackedOutputs::place_all(std::span<const std::size_t> sizes) {
+  SPILLWAY_EXPECTS(placed_.empty(), "PackedOutputs::place_all: the last placement not taken");
+  std::vector<std::byte*> out(sizes.size());
+  placed_.resize(sizes.size());
   spillway::detail::for_each_block(
       sizes.size(), [&](std::size_t i) { return sizes[i]; },
       [&](std::size_t bytes) { return br_.footprint(MemoryType::DEVICE, bytes); },
       [&](std::size_t first, std::size_t last, std::size_t total) {
         auto res = last - first > 1 ? br_.try_reserve(MemoryType::DEVICE, total) : std::nullopt;
         if (!res) {  // one payload, or no room for a block: each on its own, as allocate() does
-          for (std::size_t i = first; i < last; ++i) out[i] = allocate(sizes[i]);
+          for (std::size_t i = first; i < last; ++i) {
+            placed_[i].own = allocate(sizes[i]);
+            out[i] = placed_[i].own->data();
+          }
           return;
         }
-        const std::shared_ptr<Buffer> block = br_.allocate(*res, total, stream_);
+        blocks_.push_back(br_.allocate(*res, total, stream_));
+        std::byte* base = blocks_.back()->data();
         for (std::size_t i = first, at = 0; i < last; at += sizes[i], ++i) {
           at = spillway::detail::place_in_block(at);
-          out[i] = BufferResource::view(*block, at, sizes[i], block);
+          placed_[i] = Placed{nullptr, blocks_.size() - 1, at, sizes[i]};
+          out[i] = base + at;
         }
       });
+  return out;
+}
+
+std::vector<std::unique_ptr<Buffer>> PackedOutputs::take() {
+  std::vector<std::unique_ptr<Buffer>> out(placed_.size());
+  for (std::size_t i = 0; i < placed_.size(); ++i) {
+    Placed& p = placed_[i];
+    out[i] = p.own ? std::move(p.own)
+                   : BufferResource::view(*blocks_[p.block], p.at, p.bytes, blocks_[p.block]);
+  }
+  placed_.clear();
+  blocks_.clear();
   return out;
 }
 

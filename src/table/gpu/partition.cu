@@ -44,16 +44,15 @@
 
 #include <limits>
 #include <optional>
-#include <tuple>
 
 namespace spillway::gpu {
 
 namespace {
 
-/// Partitions `table` and writes every row to `make_dest(sizes)`'s destinations:
-/// make_dest returns dest[c * parts + p] and the ranges to zero before the scatter. Then,
-/// while the GPU places the rows, `after(sizes)` runs (host work the kernels do not need).
-/// `contiguous`: each column's partitions follow each other (see scatter_kernel).
+/// Partitions `table` and writes every row to the destinations of `make_dest(sizes, dest)`:
+/// make_dest writes every dest[c * parts + p] and returns the ranges to zero before the
+/// scatter. Then, while the GPU places the rows, `after(sizes)` runs (host work the kernels do not
+/// need). `contiguous`: each column's partitions follow each other (see scatter_kernel).
 template <typename PidT, typename MakeDest, typename After>
 void partition_rows(const TableView& table, std::span<const std::size_t> keys, std::size_t parts,
                     std::uint32_t seed, BufferResource& br, Stream stream, bool contiguous,
@@ -66,6 +65,7 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
   Buffer& starts = *counted.starts;
   Buffer& pid = *counted.pid;
   auto d_cols = detail::to_device(device_columns(table), br, stream);
+  DestStaging staging(ncols * parts, br, stream);  // (while the GPU counts)
 
   // STRING columns: each row's position, then the character positions in partitioned order.
   Sizes sizes{std::vector<std::uint32_t>(parts + 1),
@@ -112,18 +112,17 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
     wide.emplace(counted, as<std::uint32_t>(hist), max_width(table, 0, ncols), row_bytes(table), br,
                  stream);
   }
-  std::vector<Dest> dest;
   std::vector<detail::CopyRange> zero;
   {
     SPILLWAY_NVTX_RANGE("partition: the outputs");
-    std::tie(dest, zero) = make_dest(sizes);
+    zero = make_dest(sizes, staging.dests());
   }
   detail::copy_ranges(std::span<const detail::CopyRange>(zero), br, stream);
   if (tl.tiles == 0) {
     after(sizes);
     return;
   }
-  const DeviceDests d_dest = upload_dests(dest, br, stream);
+  const DeviceDests d_dest = staging.upload();
   const auto* cols = as<const DeviceColumn>(*d_cols);
   const Dest* d = d_dest.dest;
   if (parts < wide_partitions) {
@@ -188,28 +187,29 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
   std::vector<PackedData> out(num_partitions);
   detail::PackedOutputs outputs(br, stream);  // after `out`: unmaps before the payloads go
   // Partition p's characters per column (STRING; 0 for the others).
+  std::vector<std::size_t> strings;  // the STRING columns
+  for (std::size_t c = 0; c < ncols; ++c) {
+    if (table.columns[c].type == TypeId::STRING) strings.push_back(c);
+  }
   std::vector<std::size_t> chars(ncols, 0);
   const auto chars_of = [&](const Sizes& sizes, std::size_t p) {
-    for (std::size_t c = 0; c < ncols; ++c) {
-      if (!sizes.chars[c].empty()) chars[c] = sizes.chars[c][p + 1] - sizes.chars[c][p];
-    }
+    for (const std::size_t c : strings) chars[c] = sizes.chars[c][p + 1] - sizes.chars[c][p];
     return std::span<const std::size_t>(chars);
   };
   const auto rows_of = [](const Sizes& sizes, std::size_t p) {
     return std::size_t{sizes.starts[p + 1] - sizes.starts[p]};
   };
-  // Only the payloads' sizes and buffers' places here, while the GPU waits; the metadata after
-  // the kernels are queued (a PackLayout per partition here took 1.6 ms of 4096 partitions'
-  // 2.4 ms of host work with the GPU idle: bench/NOTES.md).
+  // Only the payloads' sizes and places here, while the GPU waits; their Buffers and metadata
+  // after the kernels are queued (a PackLayout per partition here took 1.6 ms of 4096
+  // partitions' 2.4 ms of host work with the GPU idle, the Buffers ~0.2 ms: bench/NOTES.md).
   partition_any(
       table, keys, num_partitions, seed, br, stream, /*contiguous=*/false,
-      [&](const Sizes& sizes) {
-        std::vector<Dest> dest(ncols * num_partitions);
+      [&](const Sizes& sizes, std::span<Dest> dest) {
         std::vector<detail::CopyRange> zero;
         std::vector<std::size_t> payload(num_partitions);
         for (std::size_t p = 0; p < num_partitions; ++p) {
           const auto part_chars = chars_of(sizes, p);
-          for (std::size_t c = 0; c < ncols; ++c) {
+          for (const std::size_t c : strings) {
             SPILLWAY_EXPECTS(part_chars[c] <= static_cast<std::size_t>(INT32_MAX),
                              "partition " + std::to_string(p) + " of string column " +
                                  std::to_string(c) +
@@ -217,14 +217,13 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
           }
           payload[p] = spillway::detail::payload_size(table, rows_of(sizes, p), part_chars);
         }
-        auto payloads = [&] {
+        const auto bases = [&] {
           SPILLWAY_NVTX_RANGE("partition: allocate");
-          return outputs.allocate_all(payload);
+          return outputs.place_all(payload);
         }();
         SPILLWAY_NVTX_RANGE("partition: destinations");
         for (std::size_t p = 0; p < num_partitions; ++p) {
-          out[p].payload = std::move(payloads[p]);
-          std::byte* base = out[p].payload->data();
+          std::byte* base = bases[p];
           spillway::detail::place_buffers(
               table, rows_of(sizes, p), chars_of(sizes, p),
               [&](std::size_t c, const BufferSpan& mask, const BufferSpan& offsets,
@@ -243,10 +242,12 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
                 }
               });
         }
-        return std::pair{std::move(dest), std::move(zero)};
+        return zero;
       },
-      [&](const Sizes& sizes) {  // the metadata, which the kernels do not need
+      [&](const Sizes& sizes) {  // the buffers and metadata, which the kernels do not need
+        auto payloads = outputs.take();
         for (std::size_t p = 0; p < num_partitions; ++p) {
+          out[p].payload = std::move(payloads[p]);
           out[p].metadata = spillway::detail::encode(table, rows_of(sizes, p), chars_of(sizes, p));
         }
       });
@@ -264,8 +265,7 @@ PartitionedTable hash_partition(const TableView& table, std::span<const std::siz
   std::vector<std::size_t> offsets(num_partitions + 1, 0);
   partition_any(
       table, keys, num_partitions, seed, br, stream, /*contiguous=*/true,
-      [&](const Sizes& sizes) {
-        std::vector<Dest> dest(ncols * num_partitions);
+      [&](const Sizes& sizes, std::span<Dest> dest) {
         std::vector<detail::CopyRange> zero;
         for (std::size_t p = 0; p <= num_partitions; ++p) offsets[p] = sizes.starts[p];
         for (std::size_t c = 0; c < ncols; ++c) {
@@ -299,7 +299,7 @@ PartitionedTable hash_partition(const TableView& table, std::span<const std::siz
           }
           columns.emplace_back(col.type, rows, std::move(data), std::move(off), std::move(mask));
         }
-        return std::pair{std::move(dest), std::move(zero)};
+        return zero;
       },
       [](const Sizes&) {});
   return PartitionedTable{Table(std::move(columns), table.names), std::move(offsets)};

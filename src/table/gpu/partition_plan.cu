@@ -65,14 +65,16 @@ void PartitionPlan::place(std::size_t first, std::size_t last, std::span<std::by
                    "PartitionPlan::place: " + std::to_string(outs.size()) + " outputs for " +
                        std::to_string(last - first) + " columns");
   if (first == last || s.table.num_rows() == 0) return;
-  std::vector<Dest> dest;
+  DestStaging staging((last - first) * parts, s.br, stream);
+  const std::span<Dest> dest = staging.dests();
   for (std::size_t c = first; c < last; ++c) {
     const std::size_t width = size_of(s.table.columns[c].type);
     for (std::size_t p = 0; p < parts; ++p) {
-      dest.push_back(Dest{outs[c - first] + s.offsets[p] * width, nullptr, nullptr, 0, 0});
+      dest[(c - first) * parts + p] =
+          Dest{outs[c - first] + s.offsets[p] * width, nullptr, nullptr, 0, 0};
     }
   }
-  const DeviceDests d_dest = upload_dests(dest, s.br, stream);
+  const DeviceDests d_dest = staging.upload();
   std::visit(
       [&](const auto& c) {
         const auto* cols = as<const DeviceColumn>(*s.columns) + first;

@@ -10,13 +10,13 @@
 #include "table/detail/arguments.hpp"
 #include "table/gpu/detail/count_kernels.cuh"
 #include "table/gpu/detail/device_column.cuh"
+#include "table/gpu/detail/device_dests.cuh"
 #include "table/gpu/detail/place_kernels.cuh"
 #include "table/gpu/detail/scatter_kernels.cuh"
 
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <span>
@@ -57,31 +57,6 @@ std::vector<DeviceColumn> device_columns(const TableView& t) {
   std::vector<DeviceColumn> cols;
   for (const ColumnView& c : t.columns) cols.push_back(detail::to_device_column(c));
   return cols;
-}
-
-/// The destinations on the device: dest[c * parts + p] (Dest), and each one's `data` alone in
-/// a dense array right after them, of which the place pass copies a group of columns' worth
-/// into shared memory per sub-tile (8 bytes each, not a sector of the Dests' 40-byte stride).
-struct DeviceDests {
-  std::unique_ptr<Buffer> buffer;
-  const Dest* dest = nullptr;
-  std::byte* const* data = nullptr;
-};
-
-DeviceDests upload_dests(const std::vector<Dest>& dest, BufferResource& br, Stream stream) {
-  const std::size_t n = dest.size();
-  std::vector<std::byte> bytes(n * (sizeof(Dest) + sizeof(std::byte*)));
-  std::memcpy(bytes.data(), dest.data(), n * sizeof(Dest));
-  for (std::size_t i = 0; i < n; ++i) {
-    std::memcpy(bytes.data() + n * sizeof(Dest) + i * sizeof(std::byte*), &dest[i].data,
-                sizeof(std::byte*));
-  }
-  DeviceDests out;
-  out.buffer = detail::to_device(bytes, br, stream);
-  out.dest = as<const Dest>(*out.buffer);
-  out.data = reinterpret_cast<std::byte* const*>(static_cast<std::byte*>(out.buffer->data()) +
-                                                 n * sizeof(Dest));
-  return out;
 }
 
 /// What the host learns after the counting pass.
