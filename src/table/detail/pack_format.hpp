@@ -39,42 +39,6 @@ struct PackLayout {
   std::vector<ColumnLayout> columns;
 };
 
-/// What the placement of a column's buffers depends on besides its rows (place_column).
-struct ColumnShape {
-  std::uint64_t width{0};  // bytes a value (0 for STRING)
-  bool nullable{false};
-  bool string{false};
-};
-
-inline ColumnShape shape_of(const ColumnView& col) noexcept {
-  const bool str = col.type == TypeId::STRING;
-  return ColumnShape{str ? 0 : size_of(col.type), col.nullable(), str};
-}
-
-struct ColumnSpans {
-  BufferSpan mask, offsets, data;
-};
-
-/// `size` bytes at `at`, the payload's end so far, which moves to the next payload_alignment
-/// boundary after them; an empty buffer takes no room and lies at 0.
-constexpr BufferSpan place_span(std::uint64_t size, std::uint64_t& at) noexcept {
-  const BufferSpan s{size == 0 ? 0 : at, size};
-  if (size > 0) at = round_up(at + size, payload_alignment);
-  return s;
-}
-
-/// A column of shape `s` with `rows` rows (and `chars` character bytes, STRING) placed at `at`,
-/// which it advances: its mask, offsets and data, in that order. The one rule of the payload
-/// layout, constexpr so that the GPU's partition_and_pack applies it on the device.
-constexpr ColumnSpans place_column(const ColumnShape& s, std::uint64_t rows, std::uint64_t chars,
-                                   std::uint64_t& at) noexcept {
-  ColumnSpans out;
-  out.mask = place_span(s.nullable ? mask_bytes(rows) : 0, at);
-  out.offsets = place_span(s.string ? (rows + 1) * sizeof(std::int32_t) : 0, at);
-  out.data = place_span(s.string ? chars : rows * s.width, at);
-  return out;
-}
-
 /// Where the buffers of a table with the schema of `schema` (types, nullability), `rows` rows
 /// and `chars[c]` character bytes for each STRING column c (ignored for others) lie in its
 /// payload: calls fn(c, mask, offsets, data) for each column c in order, and returns the
@@ -83,10 +47,18 @@ template <typename Fn>
 std::uint64_t place_buffers(const TableView& schema, std::size_t rows,
                             std::span<const std::size_t> chars, Fn&& fn) {
   std::uint64_t at = 0;
+  const auto place = [&](std::uint64_t size) {
+    const BufferSpan s{size == 0 ? 0 : at, size};
+    if (size > 0) at = round_up(at + size, payload_alignment);
+    return s;
+  };
   for (std::size_t c = 0; c < schema.num_columns(); ++c) {
-    const ColumnShape s = shape_of(schema.columns[c]);
-    const ColumnSpans spans = place_column(s, rows, s.string ? chars[c] : 0, at);
-    fn(c, spans.mask, spans.offsets, spans.data);
+    const ColumnView& col = schema.columns[c];
+    const BufferSpan mask = place(col.nullable() ? mask_bytes(rows) : 0);
+    const bool str = col.type == TypeId::STRING;
+    const BufferSpan offsets = place(str ? (rows + 1) * sizeof(std::int32_t) : 0);
+    const BufferSpan data = place(str ? chars[c] : rows * size_of(col.type));
+    fn(c, mask, offsets, data);
   }
   return at;
 }

@@ -49,11 +49,10 @@ namespace spillway::gpu {
 
 namespace {
 
-/// Partitions `table` and writes every row to the destinations of `make_dest(sizes, zero)`:
-/// make_dest returns dest[c * parts + p] on the device (DeviceDests, queued on `stream`) and
-/// adds the ranges to zero before the scatter to `zero`. Then, while the GPU places the rows,
-/// `after(sizes)` runs (host work the kernels do not need). `contiguous`: each column's partitions
-/// follow each other (see scatter_kernel).
+/// Partitions `table` and writes every row to the destinations of `make_dest(sizes, dest)`:
+/// make_dest writes every dest[c * parts + p] and returns the ranges to zero before the
+/// scatter. Then, while the GPU places the rows, `after(sizes)` runs (host work the kernels do not
+/// need). `contiguous`: each column's partitions follow each other (see scatter_kernel).
 template <typename PidT, typename MakeDest, typename After>
 void partition_rows(const TableView& table, std::span<const std::size_t> keys, std::size_t parts,
                     std::uint32_t seed, BufferResource& br, Stream stream, bool contiguous,
@@ -66,10 +65,11 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
   Buffer& starts = *counted.starts;
   Buffer& pid = *counted.pid;
   auto d_cols = detail::to_device(device_columns(table), br, stream);
+  DestStaging staging(ncols * parts, br, stream);  // (while the GPU counts)
 
   // STRING columns: each row's position, then the character positions in partitioned order.
-  Sizes sizes{std::vector<std::uint32_t>(parts + 1), std::vector<std::vector<std::uint64_t>>(ncols),
-              as<const std::uint32_t>(starts), std::vector<const std::uint64_t*>(ncols, nullptr)};
+  Sizes sizes{std::vector<std::uint32_t>(parts + 1),
+              std::vector<std::vector<std::uint64_t>>(ncols)};
   std::unique_ptr<Buffer> pos;
   std::vector<std::unique_ptr<Buffer>> char_pos(ncols);
   std::vector<std::unique_ptr<Buffer>> char_starts(ncols);
@@ -100,7 +100,6 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
         static_cast<std::uint32_t>(parts), as<std::uint64_t>(*char_starts[c]));
     check_launch();
     sizes.chars[c].resize(parts + 1);
-    sizes.device_chars[c] = as<const std::uint64_t>(*char_starts[c]);
     cuda::memcpy_async(sizes.chars[c].data(), char_starts[c]->data(), char_starts[c]->size(),
                        stream);
   }
@@ -114,16 +113,16 @@ void partition_rows(const TableView& table, std::span<const std::size_t> keys, s
                  stream);
   }
   std::vector<detail::CopyRange> zero;
-  DeviceDests d_dest;
   {
     SPILLWAY_NVTX_RANGE("partition: the outputs");
-    d_dest = make_dest(sizes, zero);
+    zero = make_dest(sizes, staging.dests());
   }
   detail::copy_ranges(std::span<const detail::CopyRange>(zero), br, stream);
   if (tl.tiles == 0) {
     after(sizes);
     return;
   }
+  const DeviceDests d_dest = staging.upload();
   const auto* cols = as<const DeviceColumn>(*d_cols);
   const Dest* d = d_dest.dest;
   if (parts < wide_partitions) {
@@ -205,7 +204,8 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
   // partitions' 2.4 ms of host work with the GPU idle, the Buffers ~0.2 ms: bench/NOTES.md).
   partition_any(
       table, keys, num_partitions, seed, br, stream, /*contiguous=*/false,
-      [&](const Sizes& sizes, std::vector<detail::CopyRange>& zero) {
+      [&](const Sizes& sizes, std::span<Dest> dest) {
+        std::vector<detail::CopyRange> zero;
         std::vector<std::size_t> payload(num_partitions);
         for (std::size_t p = 0; p < num_partitions; ++p) {
           const auto part_chars = chars_of(sizes, p);
@@ -222,27 +222,27 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
           return outputs.place_all(payload);
         }();
         SPILLWAY_NVTX_RANGE("partition: destinations");
-        std::vector<PackedColumn> cols(ncols);
-        bool zeroed = false;  // string offsets and masks start at zero
-        for (std::size_t c = 0; c < ncols; ++c) {
-          cols[c] =
-              PackedColumn{spillway::detail::shape_of(table.columns[c]), sizes.device_chars[c]};
-          zeroed = zeroed || cols[c].shape.string || cols[c].shape.nullable;
-        }
-        for (std::size_t p = 0; zeroed && p < num_partitions; ++p) {
+        for (std::size_t p = 0; p < num_partitions; ++p) {
           std::byte* base = bases[p];
           spillway::detail::place_buffers(
               table, rows_of(sizes, p), chars_of(sizes, p),
               [&](std::size_t c, const BufferSpan& mask, const BufferSpan& offsets,
-                  const BufferSpan&) {
-                if (cols[c].shape.string) {
+                  const BufferSpan& data) {
+                const ColumnView& col = table.columns[c];
+                Dest& d = dest[c * num_partitions + p];
+                d = Dest{base + data.offset, nullptr, nullptr, 0, 0};
+                if (col.type == TypeId::STRING) {
+                  d.offsets = reinterpret_cast<std::int32_t*>(base + offsets.offset);
+                  d.char_sub = sizes.chars[c][p];
                   zero.push_back({base + offsets.offset, nullptr, sizeof(std::int32_t)});
                 }
-                if (cols[c].shape.nullable)
+                if (col.nullable()) {
+                  d.mask = reinterpret_cast<std::uint32_t*>(base + mask.offset);
                   zero.push_back({base + mask.offset, nullptr, mask.size});
+                }
               });
         }
-        return packed_dests(cols, sizes.device_starts, bases, br, stream);
+        return zero;
       },
       [&](const Sizes& sizes) {  // the buffers and metadata, which the kernels do not need
         auto payloads = outputs.take();
@@ -265,9 +265,8 @@ PartitionedTable hash_partition(const TableView& table, std::span<const std::siz
   std::vector<std::size_t> offsets(num_partitions + 1, 0);
   partition_any(
       table, keys, num_partitions, seed, br, stream, /*contiguous=*/true,
-      [&](const Sizes& sizes, std::vector<detail::CopyRange>& zero) {
-        DestStaging staging(ncols * num_partitions, br, stream);
-        const std::span<Dest> dest = staging.dests();
+      [&](const Sizes& sizes, std::span<Dest> dest) {
+        std::vector<detail::CopyRange> zero;
         for (std::size_t p = 0; p <= num_partitions; ++p) offsets[p] = sizes.starts[p];
         for (std::size_t c = 0; c < ncols; ++c) {
           const ColumnView& col = table.columns[c];
@@ -300,7 +299,7 @@ PartitionedTable hash_partition(const TableView& table, std::span<const std::siz
           }
           columns.emplace_back(col.type, rows, std::move(data), std::move(off), std::move(mask));
         }
-        return staging.upload();
+        return zero;
       },
       [](const Sizes&) {});
   return PartitionedTable{Table(std::move(columns), table.names), std::move(offsets)};

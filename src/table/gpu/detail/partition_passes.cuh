@@ -59,13 +59,11 @@ std::vector<DeviceColumn> device_columns(const TableView& t) {
   return cols;
 }
 
-/// What the host learns after the counting pass, and where the device holds the same.
+/// What the host learns after the counting pass.
 struct Sizes {
   std::vector<std::uint32_t> starts;              // parts + 1: partition p is [starts[p], [p+1])
   std::vector<std::vector<std::uint64_t>> chars;  // per column (STRING only): chars[c][p] is the
                                                   // global position of partition p's first char
-  const std::uint32_t* device_starts = nullptr;
-  std::vector<const std::uint64_t*> device_chars;  // per column (STRING only; else null)
 };
 
 /// Pass 1 and its scan: each row's partition in `pid`; `hist[tl.at(t, p)]` is where tile t's
