@@ -42,7 +42,7 @@ class DestStaging {
   static constexpr std::size_t pinned_from = std::size_t{64} << 10;
 
   DestStaging(std::size_t n, BufferResource& br, Stream stream) : n_{n}, br_{br}, stream_{stream} {
-    const std::size_t bytes = n * (sizeof(Dest) + sizeof(std::byte*));
+    const std::size_t bytes = size();
     if (bytes >= pinned_from && br.is_live(MemoryType::PINNED_HOST)) {
       if (auto res = br.try_reserve(MemoryType::PINNED_HOST, bytes)) {
         pinned_ = br.allocate(*res, bytes, stream);
@@ -65,7 +65,7 @@ class DestStaging {
     const std::span<const Dest> d = dests();
     auto* data = reinterpret_cast<std::byte**>(bytes_ + n_ * sizeof(Dest));  // NOLINT
     for (std::size_t i = 0; i < n_; ++i) data[i] = d[i].data;
-    const std::size_t bytes = n_ * (sizeof(Dest) + sizeof(std::byte*));
+    const std::size_t bytes = size();
     DeviceDests out;
     out.buffer = br_.allocate(MemoryType::DEVICE, bytes, stream_);
     if (bytes > 0) cuda::memcpy_async(out.buffer->data(), bytes_, bytes, stream_);
@@ -76,6 +76,11 @@ class DestStaging {
   }
 
  private:
+  /// The staging's bytes: the Dests, then the `data` array.
+  [[nodiscard]] std::size_t size() const noexcept {
+    return n_ * (sizeof(Dest) + sizeof(std::byte*));
+  }
+
   std::size_t n_;
   BufferResource& br_;
   Stream stream_;
