@@ -405,7 +405,11 @@ class Bench {
             const auto t = Clock::now();
             r.out[pid] += checksum_of(chunk);
             r.excluded += since(t);
-            if (!o_.discard) kept_packed.insert(std::move(chunk.payload));
+            if (o_.discard) {
+              chunk.payload.reset();  // (not held until the whole partition is summed)
+            } else {
+              kept_packed.insert(std::move(chunk.payload));
+            }
           }
           timeline.host("partition " + std::to_string(pid) + " summed");
           continue;

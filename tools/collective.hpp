@@ -4,13 +4,11 @@
 /// per round): allgather of everyone's figures, gather to rank 0 of what only it needs (the
 /// per-partition checksums, the statistics for the JSON), broadcast of its verdict.
 
+#include <spillway/comm/collectives.hpp>
 #include <spillway/comm/communicator.hpp>
-#include <spillway/core/error.hpp>
 
-#include <chrono>
 #include <cstdint>
-#include <string>
-#include <thread>
+#include <span>
 #include <vector>
 
 namespace spillway::tools {
@@ -29,8 +27,8 @@ class Collective {
     for (Rank r = 0; r < n; ++r) {
       if (r != comm_.rank()) comm_.send_message(mine, r, tag);
     }
-    for_each_message(tag, n - 1, [&](std::vector<std::uint8_t>& b, Rank from) {
-      all[static_cast<std::size_t>(from)] = std::move(b);
+    receive_from_each(comm_, tag, others(), [&](Message& m) {
+      all[static_cast<std::size_t>(m.source)] = std::move(m.data);
     });
     comm_.barrier();  // nobody starts the next round before all have this one
     return all;
@@ -48,7 +46,7 @@ class Collective {
     }
     std::vector<std::uint8_t> own = mine;
     fn(own, comm_.rank());
-    for_each_message(tag, comm_.nranks() - 1, fn);
+    receive_from_each(comm_, tag, others(), [&](Message& m) { fn(m.data, m.source); });
     comm_.barrier();
   }
 
@@ -61,8 +59,9 @@ class Collective {
       return from_root;
     }
     std::vector<std::uint8_t> got;
-    for_each_message(tag, 1,
-                     [&](std::vector<std::uint8_t>& b, Rank /*from*/) { got = std::move(b); });
+    const Rank root = 0;
+    receive_from_each(comm_, tag, std::span(&root, 1),
+                      [&](Message& m) { got = std::move(m.data); });
     comm_.barrier();  // as allgather: the next round's messages cannot meet this one's
     return got;
   }
@@ -70,22 +69,14 @@ class Collective {
  private:
   Tag next_tag() { return Tag{0xFFFF, static_cast<std::uint8_t>(round_++ & 0xFF)}; }
 
-  /// Hands `count` messages of `tag` to fn(bytes, source) as they come.
-  /// @throws spillway::comm_error when they have not all come within the timeout
-  template <typename Fn>
-  void for_each_message(Tag tag, int count, Fn&& fn) {
-    const auto deadline = std::chrono::steady_clock::now() + comm_.timeout();
-    for (int got = 0; got < count;) {
-      if (auto m = comm_.recv_any(tag)) {
-        fn(m->data, m->source);
-        ++got;
-      } else if (std::chrono::steady_clock::now() > deadline) {
-        throw comm_error(comm_.logger().prefix() + "no figures from " +
-                         std::to_string(count - got) + " rank(s) within the timeout");
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
+  /// Every rank but this one. (receive_from_each fails at once when one of them has left, so
+  /// that a rank that failed does not keep the others waiting out the timeout.)
+  std::vector<Rank> others() const {
+    std::vector<Rank> out;
+    for (Rank r = 0; r < comm_.nranks(); ++r) {
+      if (r != comm_.rank()) out.push_back(r);
     }
+    return out;
   }
 
   Communicator& comm_;

@@ -30,46 +30,20 @@ class OpClaim {
 };
 
 /// Sends `mine` to every other rank and returns every rank's small message, in rank order.
-/// @throws spillway::comm_error naming the ranks not heard from within the timeout
+/// @throws spillway::comm_error naming the ranks not heard from (receive_from_each)
 std::vector<std::vector<std::uint8_t>> exchange(Communicator& comm, Tag tag,
                                                 const std::vector<std::uint8_t>& mine) {
-  const auto n = static_cast<std::size_t>(comm.nranks());
-  std::vector<std::vector<std::uint8_t>> all(n);
-  std::vector<bool> heard(n, false);
+  std::vector<std::vector<std::uint8_t>> all(static_cast<std::size_t>(comm.nranks()));
   all[static_cast<std::size_t>(comm.rank())] = mine;
-  heard[static_cast<std::size_t>(comm.rank())] = true;
+  std::vector<Rank> others;
   for (Rank r = 0; r < comm.nranks(); ++r) {
-    if (r != comm.rank()) comm.send_message(mine, r, tag);
+    if (r == comm.rank()) continue;
+    comm.send_message(mine, r, tag);
+    others.push_back(r);
   }
-  std::size_t missing = n - 1;
-  auto deadline = std::chrono::steady_clock::now() + comm.timeout();
-  auto pause = std::chrono::microseconds(1);
-  while (missing > 0) {
-    if (auto m = comm.recv_any(tag)) {
-      const auto src = static_cast<std::size_t>(m->source);
-      SPILLWAY_EXPECTS(src < n && !heard[src],
-                       comm.logger().prefix() + "a second message of " + to_string(tag) +
-                           " from rank " + std::to_string(m->source),
-                       comm_error);
-      all[src] = std::move(m->data);
-      heard[src] = true;
-      --missing;
-      pause = std::chrono::microseconds(1);
-      continue;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::string who;
-      for (std::size_t r = 0; r < n; ++r) {
-        if (!heard[r]) who += (who.empty() ? "" : ", ") + std::to_string(r);
-      }
-      SPILLWAY_FAIL(comm.logger().prefix() + "collective (" + to_string(tag) +
-                        "): nothing from rank(s) " + who + " within the timeout of " +
-                        std::to_string(comm.timeout().count()) + " ms",
-                    comm_error);
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(200));
-  }
+  receive_from_each(comm, tag, others, [&](Message& m) {
+    all[static_cast<std::size_t>(m.source)] = std::move(m.data);
+  });
   return all;
 }
 
@@ -105,6 +79,67 @@ std::vector<T> reduce(Communicator& comm, OpID op, std::span<const T> values, Re
 }
 
 }  // namespace
+
+void receive_from_each(Communicator& comm, Tag tag, std::span<const Rank> from,
+                       const std::function<void(Message&)>& fn) {
+  const auto n = static_cast<std::size_t>(comm.nranks());
+  std::vector<bool> awaited(n, false);
+  for (const Rank r : from) {
+    SPILLWAY_EXPECTS(r >= 0 && r < comm.nranks() && r != comm.rank(),
+                     "receive_from_each: rank " + std::to_string(r) + " of " +
+                         std::to_string(comm.nranks()) + " (this is rank " +
+                         std::to_string(comm.rank()) + ")");
+    awaited[static_cast<std::size_t>(r)] = true;
+  }
+  std::size_t missing = static_cast<std::size_t>(std::count(awaited.begin(), awaited.end(), true));
+  const auto not_heard = [&] {
+    std::string who;
+    for (std::size_t r = 0; r < n; ++r) {
+      if (awaited[r]) who += (who.empty() ? "" : ", ") + std::to_string(r);
+    }
+    return comm.logger().prefix() + "collective (" + to_string(tag) + "): nothing from rank(s) " +
+           who;
+  };
+  const auto take = [&](Message& m) {
+    const auto src = static_cast<std::size_t>(m.source);
+    SPILLWAY_EXPECTS(src < n && awaited[src],
+                     comm.logger().prefix() + "a message of " + to_string(tag) + " from rank " +
+                         std::to_string(m.source) + ", which was not awaited (a second one?)",
+                     comm_error);
+    awaited[src] = false;
+    --missing;
+    fn(m);
+  };
+  const auto deadline = std::chrono::steady_clock::now() + comm.timeout();
+  auto pause = std::chrono::microseconds(1);
+  while (missing > 0) {
+    if (auto m = comm.recv_any(tag)) {
+      take(*m);
+      pause = std::chrono::microseconds(1);
+      continue;
+    }
+    // A rank that left has sent all it ever will, before it left: one more look, then an
+    // error naming it instead of the rest of the timeout.
+    const auto left = std::find_if(from.begin(), from.end(), [&](Rank r) {
+      return awaited[static_cast<std::size_t>(r)] && comm.has_left(r);
+    });
+    if (left != from.end()) {
+      if (auto m = comm.recv_any(tag)) {
+        take(*m);
+        continue;
+      }
+      SPILLWAY_FAIL(not_heard() + "; rank " + std::to_string(*left) + " left the communicator",
+                    comm_error);
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      SPILLWAY_FAIL(
+          not_heard() + " within the timeout of " + std::to_string(comm.timeout().count()) + " ms",
+          comm_error);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(200));
+  }
+}
 
 std::vector<std::unique_ptr<Buffer>> allgather(Communicator& comm, OpID op, const Buffer& mine,
                                                BufferResource& br, MemoryType into) {

@@ -48,7 +48,12 @@ LocalCommunicator::~LocalCommunicator() {
 }
 
 void LocalCommunicator::leave() noexcept {
-  hub_->gone[static_cast<std::size_t>(rank())].store(true);
+  {
+    // Under the mutex: a barrier that has just found nobody gone, and not yet slept, would
+    // otherwise miss the notification and wait out the timeout.
+    std::lock_guard lock(hub_->mutex);
+    hub_->gone[static_cast<std::size_t>(rank())].store(true);
+  }
   hub_->cv.notify_all();
 }
 

@@ -13,6 +13,7 @@
 #include <spillway/memory/buffer_resource.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -27,6 +28,16 @@ namespace spillway {
 ///         has no room for all of them; spillway::logic_error for a DISK tier or `mine`
 std::vector<std::unique_ptr<Buffer>> allgather(Communicator& comm, OpID op, const Buffer& mine,
                                                BufferResource& br, MemoryType into);
+
+/// Receives one small message of `tag` from each rank of `from` (not this one), in whatever
+/// order they come, handing each to `fn`. For the rounds of a collective: a rank that has left
+/// (Communicator::has_left) without sending its message fails the wait at once, not after the
+/// timeout; what it sent before leaving is still received.
+/// @throws spillway::comm_error naming the ranks not heard from, when one of them has left or
+///         the timeout passes; for a second message from one rank or one from a rank not in
+///         `from`
+void receive_from_each(Communicator& comm, Tag tag, std::span<const Rank> from,
+                       const std::function<void(Message&)>& fn);
 
 enum class ReduceOp : std::uint8_t { sum, min, max };
 
