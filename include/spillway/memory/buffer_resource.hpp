@@ -180,9 +180,12 @@ class BufferResource {
       if (auto res = attempt()) return res;
       if (config_.memory_wait.count() == 0) return std::nullopt;
       std::unique_lock lock(release_mutex_);
-      waiting_.fetch_add(1, std::memory_order_acq_rel);
+      // Sequentially consistent, with uncharge's: this rank counts itself waiting and then
+      // reads the releases; uncharge counts a release and then reads the waiters. One of the
+      // two sees the other's write, so no release goes unnoticed.
+      waiting_.fetch_add(1, std::memory_order_seq_cst);
       const bool freed = released_.wait_for(lock, config_.memory_wait, [&] {
-        return releases_.load(std::memory_order_acquire) != seen;
+        return releases_.load(std::memory_order_seq_cst) != seen;
       });
       waiting_.fetch_sub(1, std::memory_order_acq_rel);
       if (!freed) return std::nullopt;
