@@ -224,7 +224,7 @@ void BufferResource::uncharge(MemoryType t, std::size_t bytes) noexcept {
   tiers_[index(t)].used.fetch_sub(bytes, std::memory_order_acq_rel);
   releases_.fetch_add(1, std::memory_order_seq_cst);
   if (waiting_.load(std::memory_order_seq_cst) > 0) {  // (see waiting_for_memory)
-    std::lock_guard lock(release_mutex_);  // (so that a waiter cannot miss it)
+    std::lock_guard lock(release_mutex_);              // (so that a waiter cannot miss it)
     released_.notify_all();
   }
 }
