@@ -223,8 +223,9 @@ void BufferResource::trim_host_cache() noexcept {
 void BufferResource::uncharge(MemoryType t, std::size_t bytes) noexcept {
   tiers_[index(t)].used.fetch_sub(bytes, std::memory_order_acq_rel);
   releases_.fetch_add(1, std::memory_order_seq_cst);
-  if (waiting_.load(std::memory_order_seq_cst) > 0) {  // (see waiting_for_memory)
-    std::lock_guard lock(release_mutex_);              // (so that a waiter cannot miss it)
+  // (seq_cst: see waiting_for_memory; the lock, so that a waiter about to sleep cannot miss it)
+  if (waiting_.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard lock(release_mutex_);
     released_.notify_all();
   }
 }

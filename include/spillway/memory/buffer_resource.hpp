@@ -180,9 +180,9 @@ class BufferResource {
       if (auto res = attempt()) return res;
       if (config_.memory_wait.count() == 0) return std::nullopt;
       std::unique_lock lock(release_mutex_);
-      // Sequentially consistent, with uncharge's: this rank counts itself waiting and then
-      // reads the releases; uncharge counts a release and then reads the waiters. One of the
-      // two sees the other's write, so no release goes unnoticed.
+      // Sequentially consistent, as uncharge's: a waiter counts itself and then reads the
+      // releases; uncharge counts a release and then reads the waiters. One of the two sees
+      // the other's write, so no release goes unnoticed.
       waiting_.fetch_add(1, std::memory_order_seq_cst);
       const bool freed = released_.wait_for(lock, config_.memory_wait, [&] {
         return releases_.load(std::memory_order_seq_cst) != seen;
