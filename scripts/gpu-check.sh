@@ -6,17 +6,9 @@
 # benchmarks; keeps full logs under $OUT and prints a short table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-B=${SPILLWAY_BUILD:-build/gpu}
 OUT=${OUT:-/tmp/spillway-gpu-check}
 mkdir -p "$OUT"
-if [[ "$B" == *.tar.xz ]]; then  # scripts/gpu-pack.sh's archive: unpacked outside the checkout
-  dest=${SPILLWAY_UNPACK_DIR:-/tmp/spillway-gpu-build}
-  rm -rf "$dest" && mkdir -p "$dest"
-  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$B" "$dest" ||
-    { echo "gpu-check: could not unpack $B" >&2; exit 2; }
-  B=$dest/build/gpu
-fi
-B=$(realpath "$B")
+B=$(bash scripts/gpu-build-dir.sh "${SPILLWAY_BUILD:-build/gpu}") || exit 2
 export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0
 export SPILLWAY_BENCH_SPILL_DIR=${SPILLWAY_BENCH_SPILL_DIR:-/tmp}
