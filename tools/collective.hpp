@@ -20,16 +20,7 @@ class Collective {
 
   /// Every rank gets every rank's bytes.
   std::vector<std::vector<std::uint8_t>> allgather(const std::vector<std::uint8_t>& mine) {
-    const Tag tag = next_tag();
-    const int n = comm_.nranks();
-    std::vector<std::vector<std::uint8_t>> all(static_cast<std::size_t>(n));
-    all[static_cast<std::size_t>(comm_.rank())] = mine;
-    for (Rank r = 0; r < n; ++r) {
-      if (r != comm_.rank()) comm_.send_message(mine, r, tag);
-    }
-    receive_from_each(comm_, tag, others(), [&](Message& m) {
-      all[static_cast<std::size_t>(m.source)] = std::move(m.data);
-    });
+    auto all = exchange_messages(comm_, next_tag(), mine);
     comm_.barrier();  // nobody starts the next round before all have this one
     return all;
   }

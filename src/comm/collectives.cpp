@@ -29,30 +29,12 @@ class OpClaim {
   std::uint8_t generation_;
 };
 
-/// Sends `mine` to every other rank and returns every rank's small message, in rank order.
-/// @throws spillway::comm_error naming the ranks not heard from (receive_from_each)
-std::vector<std::vector<std::uint8_t>> exchange(Communicator& comm, Tag tag,
-                                                const std::vector<std::uint8_t>& mine) {
-  std::vector<std::vector<std::uint8_t>> all(static_cast<std::size_t>(comm.nranks()));
-  all[static_cast<std::size_t>(comm.rank())] = mine;
-  std::vector<Rank> others;
-  for (Rank r = 0; r < comm.nranks(); ++r) {
-    if (r == comm.rank()) continue;
-    comm.send_message(mine, r, tag);
-    others.push_back(r);
-  }
-  receive_from_each(comm, tag, others, [&](Message& m) {
-    all[static_cast<std::size_t>(m.source)] = std::move(m.data);
-  });
-  return all;
-}
-
 template <typename T>
 std::vector<T> reduce(Communicator& comm, OpID op, std::span<const T> values, ReduceOp how) {
   const OpClaim claim(comm, op);
   std::vector<std::uint8_t> mine(values.size_bytes());
   if (!mine.empty()) std::memcpy(mine.data(), values.data(), mine.size());
-  const auto all = exchange(comm, claim.tag(0), mine);
+  const auto all = exchange_messages(comm, claim.tag(0), mine);
   for (std::size_t r = 0; r < all.size(); ++r) {
     SPILLWAY_EXPECTS(all[r].size() == mine.size(),
                      comm.logger().prefix() + "allreduce: rank " + std::to_string(r) + " gave " +
@@ -141,6 +123,22 @@ void receive_from_each(Communicator& comm, Tag tag, std::span<const Rank> from,
   }
 }
 
+std::vector<std::vector<std::uint8_t>> exchange_messages(Communicator& comm, Tag tag,
+                                                         const std::vector<std::uint8_t>& mine) {
+  std::vector<std::vector<std::uint8_t>> all(static_cast<std::size_t>(comm.nranks()));
+  all[static_cast<std::size_t>(comm.rank())] = mine;
+  std::vector<Rank> others;
+  for (Rank r = 0; r < comm.nranks(); ++r) {
+    if (r == comm.rank()) continue;
+    comm.send_message(mine, r, tag);
+    others.push_back(r);
+  }
+  receive_from_each(comm, tag, others, [&](Message& m) {
+    all[static_cast<std::size_t>(m.source)] = std::move(m.data);
+  });
+  return all;
+}
+
 std::vector<std::unique_ptr<Buffer>> allgather(Communicator& comm, OpID op, const Buffer& mine,
                                                BufferResource& br, MemoryType into) {
   SPILLWAY_EXPECTS(into != MemoryType::DISK, "allgather into DISK (receive into a memory tier)");
@@ -150,7 +148,7 @@ std::vector<std::unique_ptr<Buffer>> allgather(Communicator& comm, OpID op, cons
   std::vector<std::uint8_t> size(8);
   const std::uint64_t n = mine.size();
   std::memcpy(size.data(), &n, 8);
-  const auto sizes = exchange(comm, claim.tag(0), size);
+  const auto sizes = exchange_messages(comm, claim.tag(0), size);
   const auto nranks = static_cast<std::size_t>(comm.nranks());
   std::vector<std::unique_ptr<Buffer>> out(nranks);
   std::vector<std::unique_ptr<Future>> recvs(nranks);

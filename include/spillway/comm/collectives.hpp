@@ -39,6 +39,12 @@ std::vector<std::unique_ptr<Buffer>> allgather(Communicator& comm, OpID op, cons
 void receive_from_each(Communicator& comm, Tag tag, std::span<const Rank> from,
                        const std::function<void(Message&)>& fn);
 
+/// Sends `mine` to every other rank and returns every rank's small message of `tag`, in rank
+/// order (this rank's own a copy): one round of a collective over small messages.
+/// @throws spillway::comm_error naming the ranks not heard from (receive_from_each)
+std::vector<std::vector<std::uint8_t>> exchange_messages(Communicator& comm, Tag tag,
+                                                         const std::vector<std::uint8_t>& mine);
+
 enum class ReduceOp : std::uint8_t { sum, min, max };
 
 /// The element-wise reduction of every rank's `values` over the ranks, on every rank. Every
