@@ -12,4 +12,8 @@ for bin in build/gpu/bench/bench_* build/gpu/tests/test_* build/gpu/examples/* b
   [ -f "$bin" ] && [ -x "$bin" ] || continue
   ldd "$bin" 2>/dev/null | awk '/libbenchmark|libgtest|libxxhash/ {print $3}'
 done | sort -u | xargs -r -I{} cp -L {} build/gpu/lib/
+# The commit built, for the scripts on the GPU machine to print (scripts/gpu-env.sh).
+commit=$(git log -1 --format="%h %s" | cut -c1-100)
+git diff --quiet HEAD -- || commit+=" (with uncommitted changes)"
+echo "$commit" > build/gpu/BUILD_COMMIT
 echo "gpu-build: $(du -sh build/gpu | cut -f1) in build/gpu; carried libs: $(ls build/gpu/lib | tr '\n' ' ')"

@@ -8,19 +8,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/spillway-gpu-check}
 mkdir -p "$OUT"
-B=$(bash scripts/gpu-build-dir.sh "${SPILLWAY_BUILD:-build/gpu}") || exit 2
-export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+source scripts/gpu-env.sh
 export NCCL_NVLS_ENABLE=0
-export SPILLWAY_BENCH_SPILL_DIR=${SPILLWAY_BENCH_SPILL_DIR:-/tmp}
 only=${1:-all}   # all | tests | bench | comm | shuffle | io
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 MPIRUN="timeout 300 mpirun --oversubscribe --bind-to none"  # a hang costs 5 min, not the budget
 
-{
-  date -u +"date: %Y-%m-%dT%H:%M:%SZ"
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  echo "cpus: $(nproc)"; df -h "$SPILLWAY_BENCH_SPILL_DIR" | tail -1
-} | tee "$OUT/machine.txt"
+{ gpu_machine; df -h "$SPILLWAY_BENCH_SPILL_DIR" | tail -1; } | tee "$OUT/machine.txt"
 
 fail=0
 summary=()

@@ -3,7 +3,7 @@
 # to carry to the GPU machine: build/gpu is ~340 MB and the device takes 64 MiB, while every
 # program of it stripped and xz-compressed is ~20 MB. Packed: the executables of tests/, bench/,
 # tools/ and examples/ (the tests' helper programs too: they are found beside the tests),
-# lib/ and CMakeCache.txt (scripts/demo-run.sh reads whether the build has CUDA).
+# lib/, CMakeCache.txt (scripts/demo-run.sh reads whether the build has CUDA) and BUILD_COMMIT.
 #   scripts/gpu-pack.sh [ARCHIVE]   (default .carry/gpu-build.tar.xz, which git ignores)
 # On the GPU machine, scripts/gpu-check.sh unpacks it when SPILLWAY_BUILD names it:
 #   SPILLWAY_BUILD=.carry/gpu-build.tar.xz bash scripts/gpu-check.sh tests
@@ -17,6 +17,7 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/build/gpu"
 cp "$B/CMakeCache.txt" "$stage/build/gpu/"
+[ -f "$B/BUILD_COMMIT" ] && cp "$B/BUILD_COMMIT" "$stage/build/gpu/"  # from scripts/gpu-build.sh
 cp -r "$B/lib" "$stage/build/gpu/"
 for dir in tests bench tools examples; do
   mkdir -p "$stage/build/gpu/$dir"

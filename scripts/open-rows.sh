@@ -20,17 +20,10 @@ case $only in all | partition | shuffle | transfer | cpu) ;; *)
   echo "open-rows: unknown section '$only' (all, partition, shuffle, transfer or cpu)" >&2
   exit 2 ;;
 esac
-B=$(bash scripts/gpu-build-dir.sh "${SPILLWAY_BUILD:-build/gpu}") || exit 2
+source scripts/gpu-env.sh
 O=${OUT_DIR:-${OUT:-/tmp}/open-rows}
 mkdir -p "$O"
-export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export SPILLWAY_BENCH_SPILL_DIR=${SPILLWAY_BENCH_SPILL_DIR:-/tmp}
-{
-  date -u +"date: %Y-%m-%dT%H:%M:%SZ"
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  echo "cpus: $(nproc)"
-  git log -1 --format="commit: %h %s" 2>/dev/null
-} | tee "$O/machine.txt"
+gpu_machine | tee "$O/machine.txt"
 
 # run NAME LIMIT command...: its output in $O/NAME.txt, a line with its exit status.
 run() {
