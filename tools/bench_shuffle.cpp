@@ -103,14 +103,13 @@ class Bench {
     int failed = 0;
     for (int i = 0; i < o_.warmups + o_.runs; ++i) {
       const bool last = i + 1 == o_.warmups + o_.runs;
-      if (last) br_.statistics().clear();  // the statistics are of the last run
       const bool steps = o_.timeline && last;
       tools::Timeline timeline(steps, gpu_, br_.stream());
-      const auto before = br_.statistics().snapshot();
-      const RunResult mine = run(static_cast<OpID>(i % 0xFF00), total, timeline);
+      const RunResult mine = run(static_cast<OpID>(i % 0xFF00), total, timeline, last);
       if (i >= o_.warmups) {
-        run_stats += (run_stats.size() > 1 ? "," : "") +
-                     Statistics::to_json(Statistics::since(before, br_.statistics().snapshot()));
+        run_stats +=
+            (run_stats.size() > 1 ? "," : "") +
+            Statistics::to_json(Statistics::since(timed_from_, br_.statistics().snapshot()));
       }
       if (steps) print_timeline(timeline);
       std::vector<RunResult> all;  // every rank's figures (not its checksums)
@@ -285,7 +284,10 @@ class Bench {
     for (const auto& r : all) std::cout << std::string(r.begin(), r.end());
   }
 
-  RunResult run(OpID op, std::size_t total, tools::Timeline& timeline) {
+  /// One run. `last`: its statistics are the ones printed, so they are cleared where its
+  /// timed part begins (after the untimed checksums of the input: on the GPU, a device
+  /// allocation per inserted chunk that the run's own figures do not hold).
+  RunResult run(OpID op, std::size_t total, tools::Timeline& timeline, bool last) {
     RunResult r;
     r.in.resize(total);
     r.out.resize(total);
@@ -336,6 +338,8 @@ class Bench {
     comm_.barrier();
     br_.reset_peak(MemoryType::HOST);
     if (gpu_) br_.reset_peak(MemoryType::DEVICE);
+    if (last) br_.statistics().clear();
+    timed_from_ = br_.statistics().snapshot();
     const auto t0 = Clock::now();
     timeline.start();
     {
@@ -502,7 +506,8 @@ class Bench {
   BufferResource& br_;
   const bool gpu_;
   tools::Collective coll_;
-  std::vector<double> baseline_;  // MPI_Alltoallv's seconds per timed run (run_baseline)
+  Statistics::Snapshot timed_from_;  // the statistics where the current run's timed part began
+  std::vector<double> baseline_;     // MPI_Alltoallv's seconds per timed run (run_baseline)
   /// GB/s (measure_pcie): H2D and D2H of rank 0's GPU alone, with every GPU at once, and
   /// with both directions at once on every GPU.
   std::array<double, 6> pcie_{};
