@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace spillway::transfer::detail {
 namespace {
@@ -134,6 +135,31 @@ bool send_frame(int fd, FrameType type, std::span<const std::uint8_t> body,
     ::poll(&p, 1, static_cast<int>(left.count()));
   }
   return true;
+}
+
+void shut_down(std::span<const int> fds, std::chrono::milliseconds timeout) {
+  std::vector<pollfd> open;
+  for (const int fd : fds) {
+    if (::shutdown(fd, SHUT_WR) == 0) open.push_back({fd, POLLIN, 0});
+  }
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  std::uint8_t sink[4096];
+  while (!open.empty()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0 ||
+        ::poll(open.data(), open.size(), static_cast<int>(left.count())) <= 0) {
+      return;
+    }
+    std::erase_if(open, [&](const pollfd& p) {
+      if (p.revents == 0) return false;
+      for (;;) {
+        const ssize_t n = ::recv(p.fd, sink, sizeof(sink), 0);
+        if (n > 0) continue;
+        return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+      }
+    });
+  }
 }
 
 bool FrameReader::whole_frame() const {

@@ -22,6 +22,9 @@ using detail::Registration;
 
 namespace {
 
+/// The longest an engine's end waits for its peers to close their side of the connections.
+constexpr std::chrono::milliseconds kShutDown{1000};
+
 /// Refuses a chunk that is empty or runs past either region, naming it.
 void check_chunks(std::span<const Chunk> chunks, std::size_t src_bytes, std::size_t dst_bytes,
                   const char* src_name, const char* dst_name) {
@@ -69,6 +72,12 @@ TransferEngine::Impl::~Impl() {
     for (auto& [imm, list] : expecting) {
       for (auto& e : list) e.ticket->finish(Status::error, "the transfer engine was destroyed");
     }
+    std::vector<int> fds;
+    for (auto& [id, peer] : peers) {
+      for (auto& c : peer->connections) fds.push_back(c->fd);
+    }
+    // What was last sent to a peer arrives before the connection closes (a barrier's release).
+    detail::shut_down(fds, std::min<std::chrono::milliseconds>(options.peer_timeout, kShutDown));
     peers.clear();  // closes the control connections
     pending.clear();
     for (auto& [id, registration] : regions) {

@@ -130,18 +130,32 @@ void TransferEngine::Impl::tend_peers() {
       continue;
     }
     if (heartbeat) {
-      bool sent = true;
+      std::vector<detail::Connection*> failed;
       {
         std::lock_guard send_lock(peer->send_mutex);
-        std::vector<int> fds;
+        std::vector<detail::Connection*> connections;
         {
           std::lock_guard lock(mutex);
-          for (auto& c : peer->connections) fds.push_back(c->fd);
+          for (auto& c : peer->connections) connections.push_back(c.get());
         }
-        for (int fd : fds)
-          sent = detail::send_frame(fd, detail::FrameType::heartbeat, {}, kSendTimeout) && sent;
+        for (auto* c : connections) {
+          if (!detail::send_frame(c->fd, detail::FrameType::heartbeat, {}, kSendTimeout)) {
+            failed.push_back(c);
+          }
+        }
       }
-      if (!sent) fail_peer(peer, "did not take a heartbeat (its connection failed)");
+      // A peer that ended resets the connection; what it sent before is still to be read.
+      for (auto* c : failed) {
+        std::string why;
+        try {
+          while (read_connection(peer, *c, why) > 0) {
+          }
+        } catch (const std::exception& e) {
+          fail_peer(peer, std::string("sent a malformed control frame: ") + e.what());
+          break;
+        }
+        close_connection(peer, *c, "did not take a heartbeat (its connection failed)");
+      }
     }
   }
 }
@@ -208,16 +222,7 @@ void TransferEngine::Impl::poll_sockets(bool busy) {
     std::uint64_t v = 0;
     [[maybe_unused]] const auto r = ::read(wake_fd, &v, sizeof(v));
   }
-  if (fds[1].revents & POLLIN) {
-    for (;;) {
-      const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) break;
-      detail::prepare(fd);
-      auto c = std::make_unique<detail::Connection>();
-      c->fd = fd;
-      pending.push_back(std::move(c));
-    }
-  }
+  if (fds[1].revents & POLLIN) accept_waiting();
   bool pending_ready = false;
   for (std::size_t i = 2; i < fds.size(); ++i) {
     if (fds[i].revents == 0 || watched[i].connection == nullptr) continue;
@@ -227,18 +232,61 @@ void TransferEngine::Impl::poll_sockets(bool busy) {
     }
     const auto& peer = watched[i].peer;
     std::string why;
-    const bool open = watched[i].connection->reader.fill(fds[i].fd, why);
-    peer->last_heard = Clock::now();
+    long frames = 0;
     try {
-      while (auto frame = watched[i].connection->reader.next()) on_frame(peer, std::move(*frame));
+      frames = read_connection(peer, *watched[i].connection, why);
     } catch (const std::exception& e) {
-      why = std::string("sent a malformed control frame: ") + e.what();
-      fail_peer(peer, why);
+      fail_peer(peer, std::string("sent a malformed control frame: ") + e.what());
       continue;
     }
-    if (!open) fail_peer(peer, why);
+    if (frames < 0) close_connection(peer, *watched[i].connection, why);
   }
   if (pending_ready) accept_pending();
+}
+
+long TransferEngine::Impl::read_connection(const std::shared_ptr<Peer>& peer, detail::Connection& c,
+                                           std::string& why) {
+  const bool open = c.reader.fill(c.fd, why);
+  peer->last_heard = Clock::now();
+  long frames = 0;
+  while (auto frame = c.reader.next()) {
+    on_frame(peer, std::move(*frame));
+    ++frames;
+  }
+  return open ? frames : -1;
+}
+
+std::size_t TransferEngine::Impl::drop_connection(Peer& peer, const detail::Connection& c) {
+  std::lock_guard send_lock(peer.send_mutex);  // no send is on it
+  std::lock_guard lock(mutex);
+  std::erase_if(peer.connections, [&](const auto& p) { return p.get() == &c; });
+  return peer.connections.size();
+}
+
+void TransferEngine::Impl::close_connection(const std::shared_ptr<Peer>& peer,
+                                            const detail::Connection& c, const std::string& why) {
+  if (drop_connection(*peer, c) > 0) return;
+  // A connection the peer opened before it ended may still wait to be taken, with what the
+  // peer sent on it.
+  accept_waiting();
+  accept_pending();
+  bool none = false;
+  {
+    std::lock_guard lock(mutex);
+    none = peer->connections.empty();
+  }
+  if (none) fail_peer(peer, why);
+}
+
+void TransferEngine::Impl::accept_waiting() {
+  for (;;) {
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    detail::prepare(fd);
+    auto c = std::make_unique<detail::Connection>();
+    c->fd = fd;
+    pending.push_back(std::move(c));
+  }
 }
 
 void TransferEngine::Impl::on_frame(const std::shared_ptr<Peer>& peer, detail::Frame&& frame) {
@@ -303,7 +351,7 @@ void TransferEngine::Impl::accept_pending() {
         peer = peers.at(peer_id);
       }
       while (auto frame = c->reader.next()) on_frame(peer, std::move(*frame));
-      if (!open) fail_peer(peer, why);
+      if (!open && drop_connection(*peer, *c) == 0) fail_peer(peer, why);
     } catch (const std::exception& e) {
       SPILLWAY_LOG(warn, std::string("transfer: refused a peer: ") + e.what());
     }

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -251,6 +252,38 @@ TEST_P(EngineTest, APeerWhoseEngineEndsIsFoundGoneAndOthersCarryOn) {
   const std::vector<Chunk> one{{0, 0, 1000}};
   ASSERT_EQ(a->write(rs, c->export_region(rc, 0, dst.size()), one).wait(10s), Status::ok);
   EXPECT_EQ(0, std::memcmp(dst.data(), src.data(), 1000));
+}
+
+// Engines that add each other at once hold two control connections. What one sends on either
+// before it ends must be taken before it is found gone: a barrier's release was lost when the
+// close of the other connection was read first (a tsan CI run, 2026-12-07).
+TEST_P(EngineTest, WhatAnEndingPeerSentIsTakenBeforeItIsFoundGone) {
+  for (int round = 0; round < 20; ++round) {
+    std::mutex why_mutex;  // before the engines: b's worker may call back until b ends
+    std::string why;
+    auto a = make();
+    auto b = make();
+    b->on_peer_failure([&](PeerId, const std::string& w) {
+      std::lock_guard lock(why_mutex);
+      why += w + "; ";
+    });
+    const PeerId to_a = b->add_peer(a->metadata());
+    const PeerId to_b = a->add_peer(b->metadata());  // often a second connection
+    // Larger than a socket holds: its end is still in flight when a closes.
+    const std::vector<std::uint8_t> last(1 << 20, static_cast<std::uint8_t>(round));
+    a->send_control(to_b, last);
+    a.reset();
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (!b->peers().empty() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::yield();
+    }
+    ASSERT_TRUE(b->peers().empty()) << "round " << round;
+    const auto m = b->recv_control(0ms);
+    std::lock_guard lock(why_mutex);
+    ASSERT_TRUE(m.has_value()) << "round " << round << ": a's last message was lost; " << why;
+    EXPECT_EQ(m->first, to_a);
+    EXPECT_EQ(m->second, last);
+  }
 }
 
 TEST_P(EngineTest, BadInputIsRefusedWithAMessageThatNamesIt) {

@@ -35,6 +35,11 @@ void prepare(int fd);
 bool send_frame(int fd, FrameType type, std::span<const std::uint8_t> body,
                 std::chrono::milliseconds timeout);
 
+/// Ends connections so that what was sent on them arrives: each is shut for writing, then read
+/// (what comes is dropped) until its peer closes it too or `timeout` passes. Closing a socket
+/// that holds unread bytes resets the connection, and what was still in flight is lost.
+void shut_down(std::span<const int> fds, std::chrono::milliseconds timeout);
+
 /// Reassembles the frames of one connection from what arrives.
 class FrameReader {
  public:

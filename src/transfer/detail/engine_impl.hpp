@@ -134,6 +134,20 @@ struct TransferEngine::Impl {
   void tend_peers();
   void poll_sockets(bool busy);
   void on_frame(const std::shared_ptr<detail::Peer>& peer, detail::Frame&& frame);
+  /// Reads `c` once (up to the end of a whole frame) and hands on the whole frames it holds:
+  /// how many, or -1 once it closed or broke (`why` says how).
+  /// @throws spillway::corrupt_data_error for a malformed frame
+  long read_connection(const std::shared_ptr<detail::Peer>& peer, detail::Connection& c,
+                       std::string& why);
+  /// Closes a connection that `peer` closed or broke. The peer fails with its last connection
+  /// only: engines that add each other at once hold two, and what the peer sent on one before
+  /// it ended may be read after the other's close (a barrier's release was lost so).
+  void close_connection(const std::shared_ptr<detail::Peer>& peer, const detail::Connection& c,
+                        const std::string& why);
+  /// Closes `c`, one of the peer's connections; the number it has left.
+  std::size_t drop_connection(detail::Peer& peer, const detail::Connection& c);
+  /// Takes the connections waiting on the listener: pending until their hello is read.
+  void accept_waiting();
   void accept_pending();
   void wake() const noexcept;
 
