@@ -47,21 +47,11 @@
 #include <spillway/table/pack.hpp>
 #include <spillway/table/partition.hpp>
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <iomanip>
 #include <iostream>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <sstream>
-#include <thread>
-#include <tuple>
 #include <vector>
 
 #if SPILLWAY_HAS_MPI
@@ -76,11 +66,9 @@
 #include "timeline.hpp"
 
 using namespace spillway;
-using spillway::bench::fixed;
 using spillway::bench::Options;
 using spillway::bench::parse;
 using spillway::bench::rank_config;
-using spillway::bench::rate;
 using spillway::bench::RunResult;
 using Clock = std::chrono::steady_clock;
 
@@ -97,7 +85,10 @@ class Bench {
     const std::size_t total = o_.out_parts * static_cast<std::size_t>(comm_.nranks());
     const bool print = comm_.rank() == 0;
     if (print) report().setup();
-    measure_pcie();
+    if (gpu_) {  // the copy rates of the statistics and the JSON have these beside them
+      pcie_ = tools::pcie_ceilings_of_ranks(print, [&] { comm_.barrier(); });
+      if (print) report().pcie_ceilings();
+    }
     std::vector<std::vector<RunResult>> runs;  // [run][rank]
     std::string run_stats = "[";               // this rank's statistics of each timed run
     int failed = 0;
@@ -467,35 +458,6 @@ class Bench {
     return {verdict.begin(), verdict.end()};
   }
 
-  /// On the GPU, before the runs: the pinned host <-> device ceiling (1 GiB each way, medians
-  /// of 5) of rank 0's GPU alone, then of every rank's GPU at once, one direction and then both
-  /// (rank 0's figures: the ranks share the host's memory and links; with a limit, copies up
-  /// of landed data run while the GPU copies other ranks' data down), for the copy rates of the
-  /// statistics and the JSON. Every rank calls it.
-  void measure_pcie() {
-    if (!gpu_) return;
-    const bool me = comm_.rank() == 0;
-    comm_.barrier();
-    if (me) {
-      pcie_[0] = tools::pcie_ceiling(GiB, true);
-      pcie_[1] = tools::pcie_ceiling(GiB, false);
-    }
-    comm_.barrier();
-    pcie_[2] = tools::pcie_ceiling(GiB, true);
-    comm_.barrier();
-    pcie_[3] = tools::pcie_ceiling(GiB, false);
-    comm_.barrier();
-    std::tie(pcie_[4], pcie_[5]) = tools::pcie_duplex_ceiling(GiB);
-    comm_.barrier();
-    if (!me) return;
-    std::cout << "PCIe ceiling (pinned <-> device, 1 GiB, medians of 5, this run): rank 0's GPU "
-              << "alone H2D " << fixed(pcie_[0], 1) << " | D2H " << fixed(pcie_[1], 1)
-              << " GB/s; all " << comm_.nranks() << " ranks' GPUs at once (rank 0's) H2D "
-              << fixed(pcie_[2], 1) << " | D2H " << fixed(pcie_[3], 1)
-              << " GB/s; both ways at once on all GPUs H2D " << fixed(pcie_[4], 1) << " | D2H "
-              << fixed(pcie_[5], 1) << " GB/s\n";
-  }
-
   /// What prints the figures: the options, the ranks, the resource and what was measured.
   [[nodiscard]] bench::Report report() const {
     return {o_, comm_, br_, gpu_, direct(), input_bytes(), baseline_, pcie_};
@@ -508,9 +470,7 @@ class Bench {
   tools::Collective coll_;
   Statistics::Snapshot timed_from_;  // the statistics where the current run's timed part began
   std::vector<double> baseline_;     // MPI_Alltoallv's seconds per timed run (run_baseline)
-  /// GB/s (measure_pcie): H2D and D2H of rank 0's GPU alone, with every GPU at once, and
-  /// with both directions at once on every GPU.
-  std::array<double, 6> pcie_{};
+  std::array<double, 6> pcie_{};     // GB/s: tools::pcie_ceilings_of_ranks
 #if SPILLWAY_HAS_MPI
   std::unique_ptr<tools::Alltoallv> a2a_;
 #endif

@@ -36,6 +36,14 @@ void Report::setup() const {
   }
 }
 
+void Report::pcie_ceilings() const {
+  std::cout << "PCIe ceiling (pinned <-> device, 1 GiB, medians of 5, this run): rank 0's GPU "
+            << "alone H2D " << fixed(pcie[0], 1) << " | D2H " << fixed(pcie[1], 1) << " GB/s; all "
+            << comm.nranks() << " ranks' GPUs at once (rank 0's) H2D " << fixed(pcie[2], 1)
+            << " | D2H " << fixed(pcie[3], 1) << " GB/s; both ways at once on all GPUs H2D "
+            << fixed(pcie[4], 1) << " | D2H " << fixed(pcie[5], 1) << " GB/s\n";
+}
+
 void Report::run(const std::vector<RunResult>& all, bool warmup, const std::string& problem) const {
   double slowest = 0;
   for (const auto& r : all) slowest = std::max(slowest, r.seconds);

@@ -37,9 +37,10 @@ struct Report {
   bool direct;                          // direct chunks (else packed)
   double input_bytes;                   // per rank
   const std::vector<double>& baseline;  // MPI_Alltoallv's seconds per timed run
-  const std::array<double, 6>& pcie;    // GB/s, see Bench::measure_pcie
+  const std::array<double, 6>& pcie;    // GB/s, see tools::pcie_ceilings_of_ranks
 
   void setup() const;
+  void pcie_ceilings() const;
   void run(const std::vector<RunResult>& all, bool warmup, const std::string& problem) const;
   void summary(const std::vector<std::vector<RunResult>>& runs) const;
   /// Writes o.json. @throws spillway::io_error when it cannot

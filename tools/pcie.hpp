@@ -10,9 +10,11 @@
 #include "cli.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -82,6 +84,28 @@ inline std::pair<double, double> pcie_duplex_ceiling(std::size_t bytes) {
     down.push_back(gbps(events[2], events[3]));
   }
   return {cli::median(std::move(up)), cli::median(std::move(down))};
+}
+
+/// The ceilings beside several ranks' copy rates, 1 GiB each way, each rank on its own GPU:
+/// {H2D, D2H} of rank 0's GPU alone, then of every GPU at once, one direction at a time, then
+/// both directions at once on every GPU (the ranks share the host's memory and links). Every
+/// rank calls it; `barrier` is the ranks' barrier. Rank 0's figures count.
+template <typename Barrier>
+std::array<double, 6> pcie_ceilings_of_ranks(bool rank0, Barrier&& barrier) {
+  std::array<double, 6> gbps{};
+  barrier();
+  if (rank0) {
+    gbps[0] = pcie_ceiling(GiB, true);
+    gbps[1] = pcie_ceiling(GiB, false);
+  }
+  barrier();
+  gbps[2] = pcie_ceiling(GiB, true);
+  barrier();
+  gbps[3] = pcie_ceiling(GiB, false);
+  barrier();
+  std::tie(gbps[4], gbps[5]) = pcie_duplex_ceiling(GiB);
+  barrier();
+  return gbps;
 }
 
 }  // namespace spillway::tools
