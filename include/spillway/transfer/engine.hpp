@@ -7,8 +7,9 @@
 /// One engine per process (per GPU). Its worker thread, bound to the CPUs nearest its GPU,
 /// posts every operation, polls the backend's completions and retries what the backend could
 /// not take yet (an application-level queue). A control channel (TCP) to every peer carries
-/// the peer's hello, the control messages and heartbeats: a peer whose connection closes or
+/// the peer's hello, the control messages and heartbeats: a peer whose connections close or
 /// that sends nothing for `peer_timeout` is gone, and every ticket to it ends as peer_gone.
+/// What a peer sent before it ended is taken before it is found gone.
 ///
 ///     TransferEngine a({.backend = "libfabric", .provider = "tcp"});
 ///     // hand a.metadata() and a.export_region(dst, 0, n).to_bytes() to the writer
@@ -74,6 +75,8 @@ class TransferEngine {
   /// @throws spillway::logic_error for an unknown backend or a bad option;
   /// spillway::comm_error when the backend or the control channel cannot be opened
   explicit TransferEngine(EngineOptions options = {});
+  /// Shuts its control connections down so that what it last sent arrives: it waits for its
+  /// peers to close their side, at most 1 s (or peer_timeout, if shorter).
   ~TransferEngine();
   TransferEngine(const TransferEngine&) = delete;
   TransferEngine& operator=(const TransferEngine&) = delete;
