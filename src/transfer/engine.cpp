@@ -66,18 +66,22 @@ TransferEngine::Impl::~Impl() {
   stopping = true;
   wake();
   worker.join();
+  std::vector<int> fds;  // the control connections
   {
     std::lock_guard lock(mutex);
     for (auto& op : ops) op->ticket->finish(Status::error, "the transfer engine was destroyed");
     for (auto& [imm, list] : expecting) {
       for (auto& e : list) e.ticket->finish(Status::error, "the transfer engine was destroyed");
     }
-    std::vector<int> fds;
     for (auto& [id, peer] : peers) {
       for (auto& c : peer->connections) fds.push_back(c->fd);
     }
-    // What was last sent to a peer arrives before the connection closes (a barrier's release).
-    detail::shut_down(fds, std::min<std::chrono::milliseconds>(options.peer_timeout, kShutDown));
+  }
+  // What was last sent to a peer arrives before the connection closes (a barrier's release).
+  // Not under the mutex: the wait may take up to kShutDown, and the worker has ended.
+  detail::shut_down(fds, std::min<std::chrono::milliseconds>(options.peer_timeout, kShutDown));
+  {
+    std::lock_guard lock(mutex);
     peers.clear();  // closes the control connections
     pending.clear();
     for (auto& [id, registration] : regions) {
