@@ -1,12 +1,17 @@
 // The cuda_ipc backend's ways of moving a batch, timed on the GPU alone (CUDA events, one
 // process, no engine): the gather/scatter kernel, cudaMemcpyBatchAsync, both at once (mixed)
 // and a cudaMemcpyAsync per chunk, for chunks scattered at random over regions of twice the batch,
-// from device memory into device or pinned host memory. Beside each, one contiguous
+// from device memory into device memory, pinned host memory (cudaMallocHost) or shared host
+// memory (a memfd mapped and page-locked with cudaHostRegister, the memory one process can map
+// from another). Beside each, one contiguous
 // cudaMemcpyAsync of the same bytes on the same path, in the same run. Medians of 11 runs.
 // What it finds sets choose() in src/transfer/cuda_ipc.cpp.
 #include <spillway/core/cuda.hpp>
 
 #include "transfer/detail/ipc_copy.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -71,6 +76,20 @@ int main() {
   auto* src = static_cast<std::uint8_t*>(cuda::malloc_device(2 * kBatch));
   auto* dev = static_cast<std::uint8_t*>(cuda::malloc_device(2 * kBatch));
   auto* pinned = static_cast<std::uint8_t*>(cuda::malloc_pinned(2 * kBatch));
+  const int fd = ::memfd_create("bench_ipc_copy", MFD_CLOEXEC);
+  if (fd < 0 || ::ftruncate(fd, 2 * kBatch) != 0) {
+    std::perror("bench_ipc_copy: memfd");
+    return 1;
+  }
+  void* mapped = ::mmap(nullptr, 2 * kBatch, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mapped == MAP_FAILED || !cuda::host_register(mapped, 2 * kBatch)) {
+    std::fprintf(stderr, "bench_ipc_copy: could not map and register the memfd\n");
+    return 1;
+  }
+  auto* shared = static_cast<std::uint8_t*>(mapped);
+  const auto name_of = [&](const std::uint8_t* p) {
+    return p == dev ? "device" : p == pinned ? "pinned" : "shared";
+  };
   // The source's bytes, different at every 4 KiB, to check what the mixed copies wrote.
   std::vector<std::uint8_t> want(2 * kBatch);
   for (std::size_t i = 0; i < want.size(); ++i) {
@@ -82,12 +101,12 @@ int main() {
   std::printf(
       "bench_ipc_copy: %s, device -> dst, random layout, %zu MiB a batch, GB/s (median "
       "of %d), ratio to one contiguous cudaMemcpyAsync of the same bytes; mixed: the kernel "
-      "and the copy engines at once, the kernel's share as auto picks it, then (pinned) by "
+      "and the copy engines at once, the kernel's share as auto picks it, then (host memory) by "
       "share\n",
       cuda::device_name(), kBatch >> 20, kRuns);
   std::printf("%-7s %8s %8s %10s %8s %10s %8s %10s %8s %10s %8s\n", "dst", "chunk", "contig",
               "kernel", "of cont", "batch", "of cont", "per_chunk", "of cont", "mixed", "of cont");
-  for (auto* dst : {dev, pinned}) {
+  for (auto* dst : {dev, pinned, shared}) {
     for (const std::size_t chunk :
          {std::size_t{4} << 10, std::size_t{16} << 10, std::size_t{64} << 10,
           std::size_t{256} << 10, std::size_t{1} << 20, std::size_t{16} << 20}) {
@@ -112,7 +131,7 @@ int main() {
       if (dst == dev) {
         cuda::memset_device(dev, 0, 2 * kBatch);
       } else {
-        std::memset(pinned, 0, 2 * kBatch);
+        std::memset(dst, 0, 2 * kBatch);
       }
       const double m = rate_mixed(pieces, kernel_share(chunk), stream, side, scratch);
       cuda::memcpy_async(got.data(), dst, got.size(), stream);
@@ -123,9 +142,8 @@ int main() {
         }
       }
       std::printf("%-7s %8zu %8.1f %10.1f %8.3f %10.1f %8.3f %10.1f %8.3f %10.1f %8.3f\n",
-                  dst == dev ? "device" : "pinned", chunk, c, k, k / c, b, b / c, p, p / c, m,
-                  m / c);
-      if (dst == pinned && chunk >= (std::size_t{16} << 10)) {
+                  name_of(dst), chunk, c, k, k / c, b, b / c, p, p / c, m, m / c);
+      if (dst != dev && chunk >= (std::size_t{16} << 10)) {
         std::printf("  mixed by share of the kernel, of cont:");
         for (const double share : {0.9, 0.7, 0.5, 0.3, 0.1}) {
           std::printf(" %.1f: %.3f", share, rate_mixed(pieces, share, stream, side, scratch) / c);
@@ -138,6 +156,9 @@ int main() {
   cuda::free_device(src);
   cuda::free_device(dev);
   cuda::free_pinned(pinned);
+  cuda::host_unregister(shared);
+  ::munmap(shared, 2 * kBatch);
+  ::close(fd);
   cuda::stream_destroy(stream.handle());
   cuda::stream_destroy(side.stream.handle());
   cuda::event_destroy(side.fork);

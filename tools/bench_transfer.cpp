@@ -37,10 +37,14 @@
 #include <sstream>
 #include <thread>
 
+#include "bench_transfer_memory.hpp"
 #include "cli.hpp"
 
 using namespace spillway;
 using namespace spillway::transfer;
+using spillway::tools::device_of;
+using spillway::tools::Memory;
+using spillway::tools::MemoryKind;
 using namespace std::chrono_literals;
 
 namespace {
@@ -53,8 +57,8 @@ struct Options {
   std::size_t chunks{0};  // 0: batch_bytes / chunk
   std::size_t batch_bytes{64 << 20};
   std::string layout{"random"};
-  MemoryType src{MemoryType::HOST};
-  MemoryType dst{MemoryType::HOST};
+  MemoryKind src{};
+  MemoryKind dst{};
   int runs{5};
   int warmups{1};
   bool verify{false};
@@ -79,7 +83,8 @@ struct Options {
       "  --bytes SIZE       bytes a batch when --chunks is not given (default 64MiB)\n"
       "  --layout L         random (default) or strided: where the chunks sit in regions of\n"
       "                     twice the batch's bytes\n"
-      "  --src M, --dst M   host (default), pinned or device (device: cuda_ipc only)\n"
+      "  --src M, --dst M   host (default), pinned, shared (pinned memory of a memfd, which a\n"
+      "                     cuda_ipc peer writes into one-sided) or device (cuda_ipc only)\n"
       "  -r N               timed runs (default 5)\n"
       "  -w N               warm-up runs (default 1)\n"
       "  --verify           check every chunk's bytes on the target after the runs\n"
@@ -90,11 +95,12 @@ struct Options {
       "neither, the program starts its own target process.\n");
 }
 
-MemoryType memory_flag(const std::string& v, const std::string& flag) {
-  if (v == "host") return MemoryType::HOST;
-  if (v == "pinned") return MemoryType::PINNED_HOST;
-  if (v == "device") return MemoryType::DEVICE;
-  usage(flag + " takes host, pinned or device, got '" + v + "'");
+MemoryKind memory_flag(const std::string& v, const std::string& flag) {
+  if (v == "host") return {MemoryType::HOST, false};
+  if (v == "pinned") return {MemoryType::PINNED_HOST, false};
+  if (v == "shared") return {MemoryType::PINNED_HOST, true};
+  if (v == "device") return {MemoryType::DEVICE, false};
+  usage(flag + " takes host, pinned, shared or device, got '" + v + "'");
 }
 
 Options parse(int argc, char** argv) {
@@ -173,7 +179,7 @@ Options parse(int argc, char** argv) {
     }
   }
   if (!o.role.empty() && o.rendezvous.empty()) usage("--role needs --rendezvous");
-  const bool device = o.src == MemoryType::DEVICE || o.dst == MemoryType::DEVICE;
+  const bool device = o.src.type == MemoryType::DEVICE || o.dst.type == MemoryType::DEVICE;
   if (device && o.backend != "cuda_ipc") {
     usage("--src/--dst device needs --backend cuda_ipc (Debian's libfabric has no FI_HMEM)");
   }
@@ -223,53 +229,6 @@ std::uint64_t checksum(const std::uint8_t* base, const std::vector<Chunk>& chunk
   const auto h = XXH3_64bits_digest(st);
   XXH3_freeState(st);
   return h;
-}
-
-/// Host, pinned or device memory of `bytes`, freed with the object. `host` is where the
-/// program reads and writes it: the memory itself, or for device memory a copy that
-/// `upload` and `download` move.
-struct Memory {
-  std::uint8_t* ptr{nullptr};
-  std::size_t bytes;
-  MemoryType type;
-  std::vector<std::uint8_t> staging;
-  std::uint8_t* host{nullptr};
-  Memory(std::size_t n, MemoryType t) : bytes{n}, type{t} {
-    if (t == MemoryType::DEVICE) {
-      ptr = static_cast<std::uint8_t*>(cuda::malloc_device(n));
-      staging.resize(n);
-      host = staging.data();
-    } else {
-      ptr = t == MemoryType::PINNED_HOST ? static_cast<std::uint8_t*>(cuda::malloc_pinned(n))
-                                         : new std::uint8_t[n];
-      host = ptr;
-    }
-  }
-  void copy(void* dst, const void* src) const {
-    cuda::memcpy_async(dst, src, bytes, Stream{});
-    Stream{}.synchronize();
-  }
-  void upload() const {
-    if (type == MemoryType::DEVICE) copy(ptr, host);
-  }
-  void download() const {
-    if (type == MemoryType::DEVICE) copy(host, ptr);
-  }
-  ~Memory() {
-    if (type == MemoryType::DEVICE) {
-      cuda::free_device(ptr);
-    } else if (type == MemoryType::PINNED_HOST) {
-      cuda::free_pinned(ptr);
-    } else {
-      delete[] ptr;
-    }
-  }
-  Memory(const Memory&) = delete;
-  Memory& operator=(const Memory&) = delete;
-};
-
-int device_of(MemoryType t) {
-  return t == MemoryType::DEVICE ? 0 : -1;
 }
 
 EngineOptions engine_options(const Options& o) {
@@ -337,7 +296,7 @@ int run_target(const Options& o, TransferEngine& engine, const Meeting* meeting,
   Memory mem(bytes, o.dst);
   std::memset(mem.host, 0, bytes);
   mem.upload();
-  const Region region = engine.register_memory(mem.ptr, bytes, o.dst, device_of(o.dst));
+  const Region region = engine.register_memory(mem.ptr, bytes, o.dst.type, device_of(o.dst));
   const RemoteRegion remote = engine.export_region(region, 0, bytes);
   if (meeting != nullptr) {
     meeting->publish("transfer-target-meta", engine.metadata());
@@ -425,26 +384,23 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
     std::memcpy(mem.host + i, &v, 8);
   }
   mem.upload();
-  const Region src = engine.register_memory(mem.ptr, bytes, o.src, device_of(o.src));
+  const Region src = engine.register_memory(mem.ptr, bytes, o.src.type, device_of(o.src));
   PeerPath by_chunk;
   if (o.backend == "cuda_ipc") {
     EngineOptions e = engine_options(o);
     e.ipc_copy = "per_chunk";
     by_chunk.engine = std::make_unique<TransferEngine>(e);
     by_chunk.engine->add_peer(target_meta);
-    by_chunk.src = by_chunk.engine->register_memory(mem.ptr, bytes, o.src, device_of(o.src));
+    by_chunk.src = by_chunk.engine->register_memory(mem.ptr, bytes, o.src.type, device_of(o.src));
     by_chunk.what = "a cudaMemcpyAsync per chunk";
   }
-  const auto name = [](MemoryType t) {
-    return t == MemoryType::PINNED_HOST ? "pinned" : t == MemoryType::DEVICE ? "device" : "host";
-  };
   std::printf(
       "spillway-bench-transfer: %s%s, %s -> %s, %s layout, %d runs (median [min, max]), "
       "ceiling: one contiguous write of the same bytes (of contig: the median of each run's "
       "ratio to the contiguous write beside it), peer: %s (%zu chunks a run)\n",
       engine.backend_name().c_str(),
-      o.backend == "cuda_ipc" ? (" (" + o.ipc_copy + " copies)").c_str() : "", name(o.src),
-      name(o.dst), o.layout.c_str(), o.runs, by_chunk.what, o.peer_chunks);
+      o.backend == "cuda_ipc" ? (" (" + o.ipc_copy + " copies)").c_str() : "", o.src.name(),
+      o.dst.name(), o.layout.c_str(), o.runs, by_chunk.what, o.peer_chunks);
   std::printf("%-8s %7s %9s %-20s %7s %11s %8s %9s %7s %9s %8s %s\n", "chunk", "chunks", "batch",
               "GB/s", "Gbit/s", "contig GB/s", "of contig", "Mchunk/s", "EAGAIN", "peer GB/s",
               "x peer", "verify");
@@ -516,8 +472,8 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
 
 int main_(int argc, char** argv) {
   Options o = parse(argc, argv);
-  if (o.src != MemoryType::HOST || o.dst != MemoryType::HOST) {
-    if (!cuda::is_available()) usage("--src/--dst pinned or device needs a GPU");
+  if (o.src.type != MemoryType::HOST || o.dst.type != MemoryType::HOST) {
+    if (!cuda::is_available()) usage("--src/--dst pinned, shared or device needs a GPU");
   }
   if (o.backend == "loopback") {  // two engines of this process
     TransferEngine target(engine_options(o));

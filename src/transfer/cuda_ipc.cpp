@@ -4,9 +4,11 @@
 // Which side carries a batch out:
 // - the remote side is device memory: the initiator maps it and copies (one-sided); a write's
 //   imm follows on the control channel once the copy has completed;
-// - only the local side is device memory (the remote is host memory, which CUDA IPC cannot
-//   map): the initiator sends a copy request and the target maps the initiator's memory and
-//   copies, counts the imm and answers. The target checks every chunk against its own
+// - the remote side is a SharedHostMemory (a memfd the initiator can map): the initiator maps
+//   it, page-locks it and copies from its own device memory, one-sided as above;
+// - only the local side is device memory (the remote is other host memory, which CUDA IPC
+//   cannot map): the initiator sends a copy request and the target maps the initiator's memory
+//   and copies, counts the imm and answers. The target checks every chunk against its own
 //   registration first, so nothing outside a region is ever written;
 // - neither: an error (host to host between processes is libfabric shm's).
 // Copies go on one stream of the engine's GPU in order; an event per batch says when it is done.
@@ -18,6 +20,8 @@
 #include "core/detail/byte_codec.hpp"
 #include "transfer/detail/backend.hpp"
 #include "transfer/detail/ipc_copy.hpp"
+#include "transfer/detail/ipc_export.hpp"
+#include "transfer/detail/ipc_peer.hpp"
 
 #include <unistd.h>
 
@@ -25,7 +29,6 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <map>
 #include <optional>
 
@@ -42,57 +45,10 @@ constexpr std::size_t kChunksPerRequest = 32768;
 /// A batch goes out in parts of this many chunks, so that the GPU copies one part while the
 /// CPU prepares (or the target parses) the next.
 constexpr std::size_t kChunksPerPart = 2048;
-constexpr std::size_t kBlob = sizeof(cuda::IpcHandle) + 2 * sizeof(std::uint64_t);
-
-std::string this_node() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  return std::string(host) + "/" + id;
-}
-
-/// What a device region's peers get: the IPC handle of its allocation, the region's offset
-/// in that allocation, and the allocation's address (used by engines of the same process,
-/// which cannot open their own handles).
-struct Exported {
-  cuda::IpcHandle handle{};
-  std::uint64_t offset{0};
-  std::uint64_t base{0};
-};
-
-std::vector<std::uint8_t> to_blob(const Exported& e) {
-  ByteWriter w;
-  w.put_bytes(std::span(reinterpret_cast<const std::uint8_t*>(e.handle.data()), e.handle.size()));
-  w.put(e.offset);
-  w.put(e.base);
-  return w.take();
-}
-
-Exported from_blob(std::span<const std::uint8_t> blob, const char* what) {
-  ByteReader r(blob, std::string("cuda_ipc: ") + what + ": ");
-  if (blob.size() != kBlob) {
-    r.fail("a device region's blob of " + std::to_string(blob.size()) + " bytes (" +
-           std::to_string(kBlob) + " expected)");
-  }
-  Exported e;
-  const auto h = r.bytes(e.handle.size(), "IPC handle");
-  std::memcpy(e.handle.data(), h.data(), h.size());
-  e.offset = r.get<std::uint64_t>("offset");
-  e.base = r.get<std::uint64_t>("base");
-  return e;
-}
 
 double micros_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t).count();
 }
-
-struct PeerState {
-  std::string node;
-  std::uint32_t pid{0};
-  std::map<cuda::IpcHandle, void*> opened;  // allocations of the peer mapped here
-};
 
 /// What a batch on the stream holds until it has run: its event and its descriptors.
 struct Slot {
@@ -152,7 +108,7 @@ class CudaIpcBackend final : public Backend {
     }
     inflight_.clear();
     free_slots_.clear();
-    for (auto& [id, p] : peers_) close_all(p);
+    peers_.clear();
     cuda::stream_destroy(stream_.handle());
     cuda::stream_destroy(side_.stream.handle());
     cuda::event_destroy(side_.fork);
@@ -191,6 +147,11 @@ class CudaIpcBackend final : public Backend {
       record.handle = record.region.ptr;
     } else {
       record.handle = cuda::host_device_pointer(record.region.ptr);  // null: pageable
+      if (const auto f = shared_file_of(record.region.ptr, record.region.bytes)) {
+        record.address = f->offset;
+        record.blob = to_blob(SharedExport{static_cast<std::uint64_t>(f->fd), f->inode, f->bytes,
+                                           f->base, f->offset, record.region.bytes});
+      }
     }
     regions_[record.region.id] = record;
   }
@@ -204,15 +165,14 @@ class CudaIpcBackend final : public Backend {
     ByteReader r(address, "cuda_ipc peer address: ");
     const auto n = r.get<std::uint32_t>("node length");
     if (n > 4096) r.fail("a node name of " + std::to_string(n) + " bytes");
-    PeerState p;
-    p.node = r.get_string(n, "node");
-    p.pid = r.get<std::uint32_t>("pid");
-    SPILLWAY_EXPECTS(p.node == node_,
-                     "transfer: the cuda_ipc peer is on node '" + p.node + "', this engine on '" +
+    const std::string node = r.get_string(n, "node");
+    const auto pid = r.get<std::uint32_t>("pid");
+    SPILLWAY_EXPECTS(node == node_,
+                     "transfer: the cuda_ipc peer is on node '" + node + "', this engine on '" +
                          node_ + "' (cuda_ipc works within one node; use libfabric across)",
                      comm_error);
     const std::uint64_t id = next_peer_++;
-    peers_[id] = std::move(p);
+    peers_.try_emplace(id, pid, pid_);
     return id;
   }
 
@@ -220,7 +180,6 @@ class CudaIpcBackend final : public Backend {
     const auto it = peers_.find(backend_peer);
     if (it == peers_.end()) return;
     drain();  // no copy still uses its mappings
-    close_all(it->second);
     peers_.erase(it);
     std::erase_if(awaiting_,
                   [&](const auto& a) { return a.second.op->backend_peer == backend_peer; });
@@ -231,9 +190,26 @@ class CudaIpcBackend final : public Backend {
     cuda::set_device(device_);
     const bool local_device = op->local.region.type == MemoryType::DEVICE;
     if (op->remote.type == MemoryType::DEVICE) {
-      copy_here(std::move(op));
+      const Exported e = from_blob(op->remote_key.blob, "the remote region");
+      std::uint8_t* remote = peers_.at(op->backend_peer).device_memory(e) + op->remote_key.address;
+      copy_here(std::move(op), remote);
     } else if (local_device) {
-      ask_target(std::move(op));
+      std::uint8_t* remote = nullptr;
+      try {
+        if (!op->remote_key.blob.empty()) {
+          remote = peers_.at(op->backend_peer)
+                       .shared_memory(shared_from_blob(op->remote_key.blob), op->remote_key.address,
+                                      op->remote.length);
+        }
+      } catch (const std::exception& e) {  // a forged or corrupt range: nothing is written
+        op->ticket->finish(Status::error, e.what());
+        return;
+      }
+      if (remote != nullptr) {
+        copy_here(std::move(op), remote);
+      } else {
+        ask_target(std::move(op));
+      }
     } else {
       op->ticket->finish(Status::error,
                          "cuda_ipc moves GPU memory, and neither side of this batch is device "
@@ -288,11 +264,6 @@ class CudaIpcBackend final : public Backend {
   [[nodiscard]] EngineCounters counters() const override { return counters_; }
 
  private:
-  static void close_all(PeerState& p) noexcept {
-    for (auto& [h, ptr] : p.opened) cuda::ipc_close(ptr);
-    p.opened.clear();
-  }
-
   /// Waits for every copy on the stream; the next progress() ends them.
   void drain() noexcept {
     if (inflight_.empty()) return;
@@ -301,19 +272,6 @@ class CudaIpcBackend final : public Backend {
       cuda::stream_synchronize(stream_);
     } catch (...) {  // the copies failed: event_query reports it
     }
-  }
-
-  /// The first byte of the allocation `e` names, of peer `backend_peer`, mapped here.
-  std::uint8_t* mapped(std::uint64_t backend_peer, const Exported& e) {
-    PeerState& p = peers_.at(backend_peer);
-    if (p.pid == pid_) return reinterpret_cast<std::uint8_t*>(e.base);  // same process
-    SPILLWAY_EXPECTS(e.handle != cuda::IpcHandle{},
-                     "cuda_ipc: the peer's device memory has no CUDA IPC handle (memory of a "
-                     "stream-ordered pool); register memory of cudaMalloc for peers to map",
-                     cuda_error);
-    auto it = p.opened.find(e.handle);
-    if (it == p.opened.end()) it = p.opened.emplace(e.handle, cuda::ipc_open(e.handle)).first;
-    return static_cast<std::uint8_t*>(it->second);
   }
 
   /// Where a kernel reaches a local region (null for pageable host memory).
@@ -348,10 +306,9 @@ class CudaIpcBackend final : public Backend {
     inflight_.push_back(std::move(f));
   }
 
-  /// The remote side is device memory: map it and copy here.
-  void copy_here(std::shared_ptr<Op> op) {
-    const Exported e = from_blob(op->remote_key.blob, "the remote region");
-    std::uint8_t* remote = mapped(op->backend_peer, e) + op->remote_key.address;
+  /// The remote side is mapped here (`remote`: its range's first byte, as the GPU reaches it):
+  /// copy here.
+  void copy_here(std::shared_ptr<Op> op, std::uint8_t* remote) {
     std::uint8_t* local_reach = reachable(op->local);
     auto* local =
         local_reach != nullptr ? local_reach : static_cast<std::uint8_t*>(op->local.region.ptr);
@@ -369,7 +326,7 @@ class CudaIpcBackend final : public Backend {
                                 : Piece{remote + c.dst_offset, local + c.src_offset, c.length};
       }
       enqueue(std::move(f), pieces, method_, local_reach != nullptr,
-              op->local.region.type != MemoryType::DEVICE);
+              op->local.region.type != MemoryType::DEVICE || op->remote.type != MemoryType::DEVICE);
     }
   }
 
@@ -478,7 +435,7 @@ class CudaIpcBackend final : public Backend {
         (reach != nullptr ? reach : static_cast<std::uint8_t*>(region.region.ptr)) + offset;
     std::uint8_t* other = nullptr;
     try {
-      other = mapped(from, theirs) + theirs.offset;
+      other = peers_.at(from).device_memory(theirs) + theirs.offset;
     } catch (const std::exception& e) {  // the initiator's memory: its error, not a bad frame
       reply(from, seq,
             std::string("cuda_ipc: the target cannot map the initiator's memory: ") + e.what());
@@ -551,7 +508,7 @@ class CudaIpcBackend final : public Backend {
   int device_{0};
   Stream stream_;
   SideStream side_;  // for mixed copies
-  std::map<std::uint64_t, PeerState> peers_;
+  std::map<std::uint64_t, IpcPeer> peers_;
   std::uint64_t next_peer_{1};
   std::map<std::uint64_t, RegionRecord> regions_;
   std::deque<InFlight> inflight_;

@@ -1,15 +1,18 @@
 // The other process of test_transfer_cuda_ipc: an engine on the cuda_ipc backend (or on the
-// backends argv[3] names) with one registered region (argv: device|pinned|host, bytes),
-// zero-filled. It prints its metadata and the region (hex, one line each), then answers its
-// peer's control messages:
+// backends argv[3] names) with one registered region (argv: device|pinned|shared|host, bytes;
+// shared: a SharedHostMemory, registered as pinned host memory), zero-filled. It prints its
+// metadata and the region (hex, one line each), then answers its peer's control messages:
 //   'E' imm(u32) -> waits up to 10 s for one imm, answers 1 (arrived) or 0;
 //   'D'          -> answers the region's bytes as they are now;
 //   'F' byte     -> fills the region with that byte, answers 1;
+//   'C'          -> answers how many chunks this engine has copied (u64): none when its peers
+//                   write one-sided;
 //   'Q'          -> exits 0.
 // It exits 1 when its stdin closes (the test died) or after 60 s without a message.
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/hex.hpp>
 #include <spillway/transfer/engine.hpp>
+#include <spillway/transfer/shared_host_memory.hpp>
 
 #include <sys/prctl.h>
 
@@ -18,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,16 +34,19 @@ int main(int argc, char** argv) {
   if (argc != 3 && argc != 4) return 2;
   const std::string kind = argv[1];
   const std::size_t bytes = std::stoull(argv[2]);
-  const MemoryType type = kind == "device"   ? MemoryType::DEVICE
-                          : kind == "pinned" ? MemoryType::PINNED_HOST
-                                             : MemoryType::HOST;
+  const MemoryType type = kind == "device"                       ? MemoryType::DEVICE
+                          : kind == "pinned" || kind == "shared" ? MemoryType::PINNED_HOST
+                                                                 : MemoryType::HOST;
   try {
     EngineOptions o;
     o.backend = argc == 4 ? argv[3] : "cuda_ipc";
     o.heartbeat_interval = 50ms;
     o.peer_timeout = 2000ms;
     TransferEngine engine(o);
-    void* p = type == MemoryType::DEVICE        ? cuda::malloc_device(bytes)
+    std::optional<SharedHostMemory> shared;
+    if (kind == "shared") shared = SharedHostMemory::allocate(bytes);
+    void* p = shared                            ? shared->data()
+              : type == MemoryType::DEVICE      ? cuda::malloc_device(bytes)
               : type == MemoryType::PINNED_HOST ? cuda::malloc_pinned(bytes)
                                                 : static_cast<void*>(new std::uint8_t[bytes]);
     const auto fill = [&](std::uint8_t v) {
@@ -72,6 +79,11 @@ int main(int argc, char** argv) {
         } else {
           std::memcpy(out.data(), p, bytes);
         }
+        engine.send_control(peer, out);
+      } else if (body[0] == 'C') {
+        const std::uint64_t n = engine.counters().chunks_posted;
+        std::vector<std::uint8_t> out(sizeof(n));
+        std::memcpy(out.data(), &n, sizeof(n));
         engine.send_control(peer, out);
       } else if (body[0] == 'F' && body.size() == 2) {
         fill(body[1]);

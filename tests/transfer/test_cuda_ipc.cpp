@@ -1,6 +1,7 @@
 // The cuda_ipc backend between two processes on one GPU (skipped without one): batches of
-// scattered chunks from device memory into another process's pinned, pageable and device
-// memory and back, with every copy method; imms; a forged remote range the target refuses
+// scattered chunks from device memory into another process's pinned, shared (written
+// one-sided: the target copies nothing), pageable and device memory and back, with every copy
+// method; imms; a forged remote range the target refuses
 // without writing anything; host to host refused; a killed target ends its tickets as
 // peer_gone. The other process is ipc_peer (a fresh exec: CUDA does not survive a fork).
 
@@ -85,6 +86,13 @@ std::vector<std::uint8_t> ask(TransferEngine& e, PeerId peer, std::vector<std::u
   return reply ? reply->second : std::vector<std::uint8_t>{};
 }
 
+std::uint64_t chunks_the_peer_copied(TransferEngine& e, PeerId peer) {
+  const auto r = ask(e, peer, {'C'});
+  std::uint64_t n = ~std::uint64_t{0};
+  if (r.size() == sizeof(n)) std::memcpy(&n, r.data(), sizeof(n));
+  return n;
+}
+
 bool peer_got_imm(TransferEngine& e, PeerId peer, std::uint32_t imm) {
   std::vector<std::uint8_t> m{'E', 0, 0, 0, 0};
   std::memcpy(m.data() + 1, &imm, 4);
@@ -158,6 +166,13 @@ TEST_P(CudaIpc, ScatteredChunksArriveExactlyWithTheirImm) {
     const Ticket t = engine.write(rs, other.region, chunks, imm, Deadline::in(20s));
     ASSERT_EQ(t.wait(), Status::ok) << t.message();
     EXPECT_TRUE(peer_got_imm(engine, peer, imm));
+    // Device and shared memory there: this process copied; other host memory: the target.
+    const std::uint64_t copied = chunks_the_peer_copied(engine, peer);
+    if (kind == "device" || kind == "shared") {
+      EXPECT_EQ(copied, 0u) << "the target copied a batch written one-sided";
+    } else {
+      EXPECT_GE(copied, chunks.size()) << "the target did not copy";
+    }
     std::vector<std::uint8_t> expected(kRegion, 0);
     for (const Chunk& c : chunks) {
       std::memcpy(expected.data() + c.dst_offset, src.host.data() + c.src_offset, c.length);
@@ -197,7 +212,7 @@ TEST_P(CudaIpc, ScatteredChunksArriveExactlyWithTheirImm) {
 
 INSTANTIATE_TEST_SUITE_P(
     Kinds, CudaIpc,
-    ::testing::Combine(::testing::Values("pinned", "host", "device"),
+    ::testing::Combine(::testing::Values("pinned", "shared", "host", "device"),
                        ::testing::Values("kernel", "batch", "per_chunk", "mixed", "auto")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
@@ -261,25 +276,31 @@ TEST_F(CudaIpcFaults, WithShmTooEachBatchTakesTheBackendThatCarriesIt) {
   engine.send_control(peer, std::vector<std::uint8_t>{'Q'});
 }
 
-// A remote range forged larger than the target's registration passes the initiator's check
-// (it only knows the range) and is refused by the target, which writes nothing.
-TEST_F(CudaIpcFaults, AForgedRangeIsRefusedByTheTargetAndNothingIsWritten) {
-  TransferEngine engine(ipc("auto"));
-  Peer other("pinned");
-  const PeerId peer = engine.add_peer(other.metadata);
-  DeviceSource src;
-  const Region rs = engine.register_memory(src.ptr, kRegion, MemoryType::DEVICE, 0);
-  RemoteRegion forged = other.region;
-  forged.length = 2 * kRegion;
-  forged = RemoteRegion::from_bytes(forged.to_bytes());
-  const std::vector<Chunk> chunks{{0, 0, 4096}, {0, kRegion + 4096, 4096}};
-  const Ticket t = engine.write(rs, forged, chunks, 5u, Deadline::in(20s));
-  EXPECT_EQ(t.wait(), Status::error);
-  EXPECT_NE(t.message().find("outside"), std::string::npos) << t.message();
-  const auto dump = ask(engine, peer, {'D'});
-  EXPECT_TRUE(dump == std::vector<std::uint8_t>(kRegion, 0)) << "the refused batch wrote";
-  std::vector<std::uint8_t> m{'E', 5, 0, 0, 0};
-  EXPECT_EQ(ask(engine, peer, m), std::vector<std::uint8_t>{0}) << "a refused batch's imm came";
+// A remote range forged larger than the target's registration passes the engine's check (it
+// only knows the range) and is refused, with nothing written: by the target where it copies
+// (pinned memory), by the initiator's cuda_ipc backend where it would write one-sided (shared
+// memory, whose export names the registration's extent).
+TEST_F(CudaIpcFaults, AForgedRangeIsRefusedAndNothingIsWritten) {
+  for (const std::string kind : {"pinned", "shared"}) {
+    TransferEngine engine(ipc("auto"));
+    Peer other(kind);
+    const PeerId peer = engine.add_peer(other.metadata);
+    DeviceSource src;
+    const Region rs = engine.register_memory(src.ptr, kRegion, MemoryType::DEVICE, 0);
+    RemoteRegion forged = other.region;
+    forged.length = 2 * kRegion;
+    forged = RemoteRegion::from_bytes(forged.to_bytes());
+    const std::vector<Chunk> chunks{{0, 0, 4096}, {0, kRegion + 4096, 4096}};
+    const Ticket t = engine.write(rs, forged, chunks, 5u, Deadline::in(20s));
+    EXPECT_EQ(t.wait(), Status::error) << kind;
+    EXPECT_NE(t.message().find("outside"), std::string::npos) << kind << ": " << t.message();
+    const auto dump = ask(engine, peer, {'D'});
+    EXPECT_TRUE(dump == std::vector<std::uint8_t>(kRegion, 0))
+        << kind << ": the refused batch wrote";
+    std::vector<std::uint8_t> m{'E', 5, 0, 0, 0};
+    EXPECT_EQ(ask(engine, peer, m), std::vector<std::uint8_t>{0})
+        << kind << ": a refused batch's imm came";
+  }
 }
 
 // The target dies: what is in flight to it, and what comes after, ends as peer_gone.
