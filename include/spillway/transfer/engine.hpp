@@ -104,7 +104,10 @@ class TransferEngine {
   void on_peer_failure(std::function<void(PeerId, const std::string& why)> callback);
 
   /// Registers the memory with every backend of the engine that takes it (libfabric without
-  /// FI_HMEM takes no device memory).
+  /// FI_HMEM takes no device memory). Host memory that cuda_ipc peers write into from their
+  /// GPUs is best a SharedHostMemory (shared_host_memory.hpp), registered as PINNED_HOST: a
+  /// peer then writes it one-sided, where other host memory has this engine copy each batch
+  /// out of the peer's device memory.
   /// @throws spillway::logic_error for a null pointer, zero bytes, memory that overlaps a
   /// region already registered (the message names both), or memory no backend takes (the
   /// message gives each one's reason)
