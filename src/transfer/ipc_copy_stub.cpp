@@ -14,7 +14,8 @@ std::span<Piece> CopyScratch::pieces(std::size_t /*n*/) {
   SPILLWAY_FAIL("cuda_ipc: spillway was built without CUDA (SPILLWAY_CUDA=OFF)");
 }
 void copy_pieces(std::span<const Piece> /*pieces*/, CopyMethod /*method*/, Stream /*stream*/,
-                 CopyScratch& /*scratch*/, const SideStream* /*side*/) {
+                 CopyScratch& /*scratch*/, const SideStream* /*side*/,
+                 bool /*peer_device_memory*/) {
   SPILLWAY_FAIL("cuda_ipc: spillway was built without CUDA (SPILLWAY_CUDA=OFF)");
 }
 
