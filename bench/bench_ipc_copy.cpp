@@ -133,7 +133,7 @@ int main() {
       } else {
         std::memset(dst, 0, 2 * kBatch);
       }
-      const double m = rate_mixed(pieces, kernel_share(chunk, false), stream, side, scratch);
+      const double m = rate_mixed(pieces, kernel_share(chunk), stream, side, scratch);
       cuda::memcpy_async(got.data(), dst, got.size(), stream);
       cuda::stream_synchronize(stream);
       for (std::size_t i = 0; i < n; ++i) {

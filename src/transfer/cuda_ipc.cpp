@@ -287,9 +287,8 @@ class CudaIpcBackend final : public Backend {
   }
 
   /// Queues `pieces` (in `f.slot`'s scratch) and the event after them.
-  /// `peer_device_memory`: one side is a peer's device memory (see kernel_share).
   void enqueue(InFlight f, std::span<const Piece> pieces, CopyMethod wanted, bool kernel_ok,
-               bool over_pcie, bool peer_device_memory) {
+               bool over_pcie) {
     std::size_t bytes = 0;
     for (const Piece& p : pieces) bytes += p.bytes;
     f.slot->began = began_;
@@ -300,7 +299,7 @@ class CudaIpcBackend final : public Backend {
       cuda::event_record(f.slot->start, stream_);
     }
     copy_pieces(pieces, choose(wanted, bytes / pieces.size(), kernel_ok, over_pcie), stream_,
-                f.slot->scratch, &side_, peer_device_memory);
+                f.slot->scratch, &side_);
     f.slot->prepared_us = micros_since(began_);
     cuda::event_record(f.slot->event, stream_);
     counters_.chunks_posted += pieces.size();
@@ -326,9 +325,8 @@ class CudaIpcBackend final : public Backend {
         pieces[i] = op->is_read ? Piece{local + c.dst_offset, remote + c.src_offset, c.length}
                                 : Piece{remote + c.dst_offset, local + c.src_offset, c.length};
       }
-      const bool remote_device = op->remote.type == MemoryType::DEVICE;
       enqueue(std::move(f), pieces, method_, local_reach != nullptr,
-              op->local.region.type != MemoryType::DEVICE || !remote_device, remote_device);
+              op->local.region.type != MemoryType::DEVICE || op->remote.type != MemoryType::DEVICE);
     }
   }
 
@@ -470,7 +468,7 @@ class CudaIpcBackend final : public Backend {
     }
     try {
       enqueue(std::move(f), pieces, static_cast<CopyMethod>(method), reach != nullptr,
-              region.region.type != MemoryType::DEVICE, true);  // the initiator's device memory
+              region.region.type != MemoryType::DEVICE);
     } catch (const std::exception& e) {
       reply(from, seq, std::string("cuda_ipc: the target's copy failed: ") + e.what());
     }

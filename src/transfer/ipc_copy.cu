@@ -177,17 +177,14 @@ std::span<Piece> CopyScratch::pieces(std::size_t n) {
   return {reinterpret_cast<Piece*>(host_), n};
 }
 
-double kernel_share(std::size_t mean_bytes, bool peer_device_memory) noexcept {
+double kernel_share(std::size_t mean_bytes) noexcept {
   // On an H200 into pinned memory (bench/results/2026-12-03-transfer-mixed.md), of a
   // contiguous copy: bench_ipc_copy (one process) puts 64 KiB chunks at 0.96-0.97 with 0.3-0.5
   // to the kernel (0.94 by the kernel alone, 0.70-0.74 by the copy engines alone) and 256
   // KiB-1 MiB chunks at 0.98-0.99 with 0.1. Between two processes (the copy engines reading
   // mapped memory) 64 KiB chunks measured 0.91-0.94 with 0.3-0.5, no better than the
-  // kernel alone, and 1 MiB 0.97-1.00 with 0.1. On an H100
-  // (bench/results/2026-12-07-shared-host-h100.md) one process's 64 KiB chunks: 0.973-0.976
-  // with 0.3, 0.951-0.956 with 0.5.
-  if (mean_bytes >= (std::size_t{256} << 10)) return 0.1;
-  return peer_device_memory ? 0.5 : 0.3;
+  // kernel alone, and 1 MiB 0.97-1.00 with 0.1.
+  return mean_bytes < (std::size_t{256} << 10) ? 0.5 : 0.1;
 }
 
 void copy_mixed(std::span<const Piece> pieces, double share, Stream stream, const SideStream& side,
@@ -233,7 +230,7 @@ void copy_mixed(std::span<const Piece> pieces, double share, Stream stream, cons
 }
 
 void copy_pieces(std::span<const Piece> pieces, CopyMethod method, Stream stream,
-                 CopyScratch& scratch, const SideStream* side, bool peer_device_memory) {
+                 CopyScratch& scratch, const SideStream* side) {
   if (pieces.empty()) return;
   switch (method) {
     case CopyMethod::kernel:
@@ -246,8 +243,7 @@ void copy_pieces(std::span<const Piece> pieces, CopyMethod method, Stream stream
       SPILLWAY_EXPECTS(side != nullptr, "cuda_ipc: mixed copies need a side stream");
       std::size_t bytes = 0;
       for (const Piece& p : pieces) bytes += p.bytes;
-      copy_mixed(pieces, kernel_share(bytes / pieces.size(), peer_device_memory), stream, *side,
-                 scratch);
+      copy_mixed(pieces, kernel_share(bytes / pieces.size()), stream, *side, scratch);
       return;
     }
     case CopyMethod::per_chunk:

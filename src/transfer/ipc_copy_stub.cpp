@@ -14,8 +14,7 @@ std::span<Piece> CopyScratch::pieces(std::size_t /*n*/) {
   SPILLWAY_FAIL("cuda_ipc: spillway was built without CUDA (SPILLWAY_CUDA=OFF)");
 }
 void copy_pieces(std::span<const Piece> /*pieces*/, CopyMethod /*method*/, Stream /*stream*/,
-                 CopyScratch& /*scratch*/, const SideStream* /*side*/,
-                 bool /*peer_device_memory*/) {
+                 CopyScratch& /*scratch*/, const SideStream* /*side*/) {
   SPILLWAY_FAIL("cuda_ipc: spillway was built without CUDA (SPILLWAY_CUDA=OFF)");
 }
 

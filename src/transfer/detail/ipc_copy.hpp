@@ -71,15 +71,12 @@ struct SideStream {
 };
 
 /// Queues the copies on `stream` (a stream of spillway's own). `method` is not automatic;
-/// mixed needs `side`, and takes its share by kernel_share. @throws spillway::cuda_error
+/// mixed needs `side`. @throws spillway::cuda_error
 void copy_pieces(std::span<const Piece> pieces, CopyMethod method, Stream stream,
-                 CopyScratch& scratch, const SideStream* side = nullptr,
-                 bool peer_device_memory = false);
+                 CopyScratch& scratch, const SideStream* side = nullptr);
 
-/// What share of a mixed batch's bytes goes to the kernel, for pieces of `mean_bytes`, where
-/// one side is another process's device memory mapped through CUDA IPC
-/// (`peer_device_memory`) or neither is.
-double kernel_share(std::size_t mean_bytes, bool peer_device_memory) noexcept;
+/// What share of a mixed batch's bytes goes to the kernel, for pieces of `mean_bytes`.
+double kernel_share(std::size_t mean_bytes) noexcept;
 
 /// The kernel on `side` copies the first pieces, up to `share` of the bytes; the copy
 /// engines copy the rest on `stream`, which then waits for the kernel. Over PCIe the
