@@ -31,7 +31,6 @@
 #include <cstring>
 #include <deque>
 #include <map>
-#include <optional>
 
 namespace spillway::transfer::detail {
 
