@@ -1,8 +1,8 @@
 // The cuda_ipc backend between two processes on one GPU (skipped without one): batches of
 // scattered chunks from device memory into another process's pinned, shared (written
 // one-sided: the target copies nothing), pageable and device memory and back, with every copy
-// method; imms; a forged remote range the target refuses
-// without writing anything; host to host refused; a killed target ends its tickets as
+// method; imms; a forged remote range refused without writing anything (by the target, or by
+// the initiator for shared memory); host to host refused; a killed target ends its tickets as
 // peer_gone. The other process is ipc_peer (a fresh exec: CUDA does not survive a fork).
 
 #include <spillway/core/cuda.hpp>
