@@ -66,6 +66,7 @@ struct Options {
   std::string rendezvous;
   std::string role;  // "", "initiator", "target"
   std::string ipc_copy{"auto"};
+  double kernel_share{0};  // 0: the engine's default
 };
 
 [[noreturn]] void usage(const std::string& error) {
@@ -75,6 +76,8 @@ struct Options {
       "  --backend B        libfabric (default), cuda_ipc (processes of one node, GPU memory)\n"
       "                     or loopback (two engines of this process)\n"
       "  --ipc-copy M       cuda_ipc's copies: auto (default), kernel, batch, mixed or per_chunk\n"
+      "  --kernel-share F   of mixed copies, the kernel's share of the bytes, 0.01-0.99\n"
+      "                     (default: by chunk size)\n"
       "  --provider P       libfabric provider: tcp (default), shm, verbs, efa, sockets\n"
       "  --address IP       the address to bind (default 127.0.0.1; the target's own in a\n"
       "                     rendezvous across hosts or network namespaces)\n"
@@ -123,6 +126,8 @@ Options parse(int argc, char** argv) {
           o.ipc_copy != "mixed" && o.ipc_copy != "per_chunk") {
         usage("--ipc-copy takes auto, kernel, batch, mixed or per_chunk, got '" + o.ipc_copy + "'");
       }
+    } else if (a == "--kernel-share") {
+      o.kernel_share = cli::real(argc, argv, i, 0.01, 0.99, "a share in [0.01, 0.99]", usage);
     } else if (a == "--provider") {
       o.provider = cli::value(argc, argv, i, usage);
     } else if (a == "--address") {
@@ -237,6 +242,7 @@ EngineOptions engine_options(const Options& o) {
   e.provider = o.provider;
   e.address = o.address;
   e.ipc_copy = o.ipc_copy;
+  e.ipc_kernel_share = o.kernel_share;
   return e;
 }
 

@@ -63,7 +63,8 @@ class CudaIpcBackend final : public Backend {
     device_ = options.device >= 0 ? options.device : cuda::current_device();
     cuda::set_device(device_);
     stream_ = Stream{cuda::stream_create()};
-    side_ = {Stream{cuda::stream_create()}, cuda::event_create(), cuda::event_create()};
+    side_ = {Stream{cuda::stream_create()}, cuda::event_create(), cuda::event_create(),
+             options.ipc_kernel_share};
   }
 
   ~CudaIpcBackend() override {

@@ -52,6 +52,10 @@ TransferEngine::Impl::Impl(EngineOptions opts) : options{std::move(opts)} {
   SPILLWAY_EXPECTS(
       options.heartbeat_interval.count() > 0 && options.peer_timeout > options.heartbeat_interval,
       "transfer engine: peer_timeout must exceed heartbeat_interval (> 0)");
+  SPILLWAY_EXPECTS(options.ipc_kernel_share >= 0 && options.ipc_kernel_share < 1,
+                   "transfer engine: ipc_kernel_share is a share of a batch's bytes, in (0, 1), "
+                   "or 0 for the default by chunk size; got " +
+                       std::to_string(options.ipc_kernel_share));
   open_backends();
   listen_fd = detail::listen_on(options.address, control_address);
   wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -6,12 +6,14 @@
 
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
+#include <spillway/core/logging.hpp>
 
 #include "core/detail/cuda_try.hpp"
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -221,12 +223,22 @@ void copy_mixed(std::span<const Piece> pieces, double share, Stream stream, cons
   // The kernel first: the copy engines' call takes host time per piece, and a kernel queued
   // behind it started late (64 KiB chunks between two processes: 0.71-0.82 of the engine's
   // contiguous write, 0.91-0.94 with the kernel first).
+  const auto t0 = std::chrono::steady_clock::now();
   cuda::event_record(side.fork, stream);
   cuda::stream_wait_event(side.stream, side.fork);
   launch_kernel(kernel_part, side.stream, scratch);
+  const auto t1 = std::chrono::steady_clock::now();
   copy_batch(rest, stream);
   cuda::event_record(side.join, side.stream);
   cuda::stream_wait_event(stream, side.join);
+  if (spillway::detail::log_enabled(LogLevel::trace)) {
+    const auto t2 = std::chrono::steady_clock::now();
+    using us = std::chrono::duration<double, std::micro>;
+    SPILLWAY_LOG(trace, "cuda_ipc: mixed copies, " << kernel_part.size() << " pieces to the kernel ("
+                                                   << us(t1 - t0).count() << " us to launch), "
+                                                   << rest.size() << " to the copy engines ("
+                                                   << us(t2 - t1).count() << " us to queue)");
+  }
 }
 
 void copy_pieces(std::span<const Piece> pieces, CopyMethod method, Stream stream,
@@ -243,7 +255,9 @@ void copy_pieces(std::span<const Piece> pieces, CopyMethod method, Stream stream
       SPILLWAY_EXPECTS(side != nullptr, "cuda_ipc: mixed copies need a side stream");
       std::size_t bytes = 0;
       for (const Piece& p : pieces) bytes += p.bytes;
-      copy_mixed(pieces, kernel_share(bytes / pieces.size()), stream, *side, scratch);
+      const double share =
+          side->kernel_share > 0 ? side->kernel_share : kernel_share(bytes / pieces.size());
+      copy_mixed(pieces, share, stream, *side, scratch);
       return;
     }
     case CopyMethod::per_chunk:

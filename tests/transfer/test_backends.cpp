@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -156,6 +158,18 @@ TEST_F(EngineBackends, ABadListIsAnErrorThatNamesIt) {
   EXPECT_NE(message_of([] { TransferEngine e(with("libfabric/")); }).find("names no provider"),
             std::string::npos);
   EXPECT_THROW(TransferEngine(with("auto,loopback")), logic_error);
+}
+
+TEST_F(EngineBackends, AKernelShareOutsideZeroToOneIsAnErrorThatNamesIt) {
+  for (const double share : {-0.1, 1.0, 2.0, std::numeric_limits<double>::quiet_NaN()}) {
+    EngineOptions o = with("loopback");
+    o.ipc_kernel_share = share;
+    const std::string why = message_of([&] { TransferEngine e(o); });
+    EXPECT_NE(why.find("ipc_kernel_share"), std::string::npos) << share << ": " << why;
+  }
+  EngineOptions o = with("loopback");
+  o.ipc_kernel_share = 0.4;
+  EXPECT_NO_THROW(TransferEngine e(o));
 }
 
 }  // namespace

@@ -47,6 +47,10 @@ struct EngineOptions {
   /// with) or "auto" (by chunk size and path, as measured on an H200).
   /// The initiator's choice holds for its batches, whichever side carries them out.
   std::string ipc_copy{"auto"};
+  /// The share of a mixed batch's bytes that cuda_ipc's kernel copies (the copy engines take
+  /// the rest), in (0, 1); 0 for the share measured best by chunk size on an H200 (0.5 below
+  /// 256 KiB chunks, 0.1 from there).
+  double ipc_kernel_share{0};
   /// The libfabric provider by name: "tcp", "shm", "verbs", "efa", "sockets".
   std::string provider{"tcp"};
   /// The address the control channel (and libfabric's tcp endpoint) binds to.

@@ -61,13 +61,14 @@ class CopyScratch {
   [[maybe_unused]] std::size_t bytes_{0};  // unused in a build without CUDA
 };
 
-/// A second stream for mixed copies, and two events of the caller's that fork it from the
-/// main stream and join it back (reused by every call: a wait takes the event as recorded
-/// then).
+/// A second stream for mixed copies, two events of the caller's that fork it from the main
+/// stream and join it back (reused by every call: a wait takes the event as recorded then),
+/// and the kernel's share of the bytes (0: kernel_share's by chunk size).
 struct SideStream {
   Stream stream;
   void* fork{nullptr};
   void* join{nullptr};
+  double kernel_share{0};
 };
 
 /// Queues the copies on `stream` (a stream of spillway's own). `method` is not automatic;
