@@ -228,7 +228,14 @@ void copy_mixed(std::span<const Piece> pieces, double share, Stream stream, cons
   cuda::stream_wait_event(side.stream, side.fork);
   launch_kernel(kernel_part, side.stream, scratch);
   const auto t1 = std::chrono::steady_clock::now();
-  copy_batch(rest, stream);
+  // The copy engines' pieces go in groups: a call takes ~0.9 us of host time a piece (512
+  // pieces: 450 us, a third of a 64 MiB batch), and the engines start on a group once its call
+  // has returned.
+  constexpr std::size_t kGroup = 128;
+  for (std::size_t at = 0; at < rest.size(); at += kGroup) {
+    copy_batch(std::span<const Piece>(rest).subspan(at, std::min(kGroup, rest.size() - at)),
+               stream);
+  }
   cuda::event_record(side.join, side.stream);
   cuda::stream_wait_event(stream, side.join);
   if (spillway::detail::log_enabled(LogLevel::trace)) {
