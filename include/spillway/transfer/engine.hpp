@@ -48,8 +48,8 @@ struct EngineOptions {
   /// The initiator's choice holds for its batches, whichever side carries them out.
   std::string ipc_copy{"auto"};
   /// The share of a mixed batch's bytes that cuda_ipc's kernel copies (the copy engines take
-  /// the rest), in (0, 1); 0 for the share measured best by chunk size on an H200 (0.5 below
-  /// 256 KiB chunks, 0.1 from there).
+  /// the rest), in (0, 1); 0 for the share measured best by chunk size (0.3 below 256 KiB
+  /// chunks, 0.1 from there).
   double ipc_kernel_share{0};
   /// The libfabric provider by name: "tcp", "shm", "verbs", "efa", "sockets".
   std::string provider{"tcp"};
