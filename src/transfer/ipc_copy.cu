@@ -181,7 +181,9 @@ std::span<Piece> CopyScratch::pieces(std::size_t n) {
 
 double kernel_share(std::size_t mean_bytes) noexcept {
   // 0.3 below 256 KiB since the copy engines' pieces are queued in groups (copy_mixed): on an
-  // H100 between two processes, 64 KiB device -> pinned memory, FIXME.
+  // H100 between two processes at 64 KiB (bench/results/2026-12-07-ce-groups-h100.md), 0.95
+  // of a contiguous write into shared memory and 0.946 into pinned memory, against 0.946 and
+  // 0.923 with one call and 0.5; 0.2-0.35 measured alike.
   // Before that, on an H200 into pinned memory (bench/results/2026-12-03-transfer-mixed.md), of a
   // contiguous copy: bench_ipc_copy (one process) puts 64 KiB chunks at 0.96-0.97 with 0.3-0.5
   // to the kernel (0.94 by the kernel alone, 0.70-0.74 by the copy engines alone) and 256
@@ -245,10 +247,10 @@ void copy_mixed(std::span<const Piece> pieces, double share, Stream stream, cons
   if (spillway::detail::log_enabled(LogLevel::trace)) {
     const auto t2 = std::chrono::steady_clock::now();
     using us = std::chrono::duration<double, std::micro>;
-    SPILLWAY_LOG(trace, "cuda_ipc: mixed copies, " << kernel_part.size() << " pieces to the kernel ("
-                                                   << us(t1 - t0).count() << " us to launch), "
-                                                   << rest.size() << " to the copy engines ("
-                                                   << us(t2 - t1).count() << " us to queue)");
+    SPILLWAY_LOG(trace, "cuda_ipc: mixed copies, "
+                            << kernel_part.size() << " pieces to the kernel ("
+                            << us(t1 - t0).count() << " us to launch), " << rest.size()
+                            << " to the copy engines (" << us(t2 - t1).count() << " us to queue)");
   }
 }
 
