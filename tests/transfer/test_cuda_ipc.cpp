@@ -216,6 +216,38 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("kernel", "batch", "per_chunk", "mixed", "auto")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
+// Mixed copies with the kernel's share set near either end: the kernel's pieces and the copy
+// engines' (with 0.05, ~950 of 1000 pieces: several calls of cudaMemcpyBatchAsync) together
+// write every byte, into memory the initiator writes (shared) and memory the target copies
+// into (pinned).
+TEST(CudaIpcShare, EveryShareOfMixedCopiesWritesEveryByte) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no GPU";
+  for (const char* kind : {"shared", "pinned"}) {
+    for (const double share : {0.05, 0.95}) {
+      EngineOptions o = ipc("mixed");
+      o.ipc_kernel_share = share;
+      TransferEngine engine(o);
+      Peer other(kind);
+      ASSERT_FALSE(other.metadata.empty()) << "ipc_peer did not start";
+      const PeerId peer = engine.add_peer(other.metadata);
+      DeviceSource src;
+      const Region rs = engine.register_memory(src.ptr, kRegion, MemoryType::DEVICE, 0);
+      ASSERT_EQ(ask(engine, peer, {'F', 0}), std::vector<std::uint8_t>{1});
+      const auto chunks = scattered(1000, 1000, 5);
+      const Ticket t = engine.write(rs, other.region, chunks, 7, Deadline::in(20s));
+      ASSERT_EQ(t.wait(), Status::ok) << t.message();
+      EXPECT_TRUE(peer_got_imm(engine, peer, 7));
+      std::vector<std::uint8_t> expected(kRegion, 0);
+      for (const Chunk& c : chunks) {
+        std::memcpy(expected.data() + c.dst_offset, src.host.data() + c.src_offset, c.length);
+      }
+      ASSERT_TRUE(ask(engine, peer, {'D'}) == expected)
+          << "bytes differ into " << kind << " memory with a kernel share of " << share;
+      engine.send_control(peer, std::vector<std::uint8_t>{'Q'});
+    }
+  }
+}
+
 // Everywhere, GPU or not: a bad option, or no GPU, is an error that says so.
 TEST(CudaIpcOptions, AnUnknownCopyMethodOrNoGpuIsAClearError) {
   try {
