@@ -248,6 +248,37 @@ TEST(CudaIpcShare, EveryShareOfMixedCopiesWritesEveryByte) {
   }
 }
 
+// Shared memory whose file the initiator cannot open (the target's descriptor now names
+// /dev/null: another inode): the initiator falls back to asking the target, which copies, and
+// every byte arrives with its imm, batch after batch.
+TEST(CudaIpcShared, AFileTheInitiatorCannotMapIsCopiedByTheTarget) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no GPU";
+  TransferEngine engine(ipc("auto"));
+  Peer other("shared-hidden");
+  ASSERT_FALSE(other.metadata.empty()) << "ipc_peer did not start";
+  const PeerId peer = engine.add_peer(other.metadata);
+  DeviceSource src;
+  const Region rs = engine.register_memory(src.ptr, kRegion, MemoryType::DEVICE, 0);
+  std::uint64_t copied_before = 0;
+  for (const std::uint32_t seed : {1u, 2u}) {  // the second batch finds the file known unmappable
+    ASSERT_EQ(ask(engine, peer, {'F', 0}), std::vector<std::uint8_t>{1});
+    const auto chunks = scattered(500, 2000, seed);
+    const Ticket t = engine.write(rs, other.region, chunks, seed, Deadline::in(20s));
+    ASSERT_EQ(t.wait(), Status::ok) << t.message();
+    EXPECT_TRUE(peer_got_imm(engine, peer, seed));
+    const std::uint64_t copied = chunks_the_peer_copied(engine, peer);
+    ASSERT_NE(copied, ~std::uint64_t{0}) << "the peer did not say what it copied";
+    EXPECT_GE(copied - copied_before, chunks.size()) << "the target did not copy batch " << seed;
+    copied_before = copied;
+    std::vector<std::uint8_t> expected(kRegion, 0);
+    for (const Chunk& c : chunks) {
+      std::memcpy(expected.data() + c.dst_offset, src.host.data() + c.src_offset, c.length);
+    }
+    ASSERT_TRUE(ask(engine, peer, {'D'}) == expected) << "bytes differ in batch " << seed;
+  }
+  engine.send_control(peer, std::vector<std::uint8_t>{'Q'});
+}
+
 // Everywhere, GPU or not: a bad option, or no GPU, is an error that says so.
 TEST(CudaIpcOptions, AnUnknownCopyMethodOrNoGpuIsAClearError) {
   try {
