@@ -67,6 +67,7 @@ struct Options {
   std::string role;  // "", "initiator", "target"
   std::string ipc_copy{"auto"};
   double kernel_share{0};  // 0: the engine's default
+  bool spin{false};        // each write waited by Ticket::spin_wait, else wait()
 };
 
 [[noreturn]] void usage(const std::string& error) {
@@ -78,6 +79,9 @@ struct Options {
       "  --ipc-copy M       cuda_ipc's copies: auto (default), kernel, batch, mixed or per_chunk\n"
       "  --kernel-share F   of mixed copies, the kernel's share of the bytes, 0.01-0.99\n"
       "                     (default: by chunk size)\n"
+      "  --wait W           sleep (default: Ticket::wait, whose wake-up is timed too) or spin\n"
+      "                     (Ticket::spin_wait: the end seen at once, a core kept busy; on a\n"
+      "                     machine of few cores it slows what it waits for), every write\n"
       "  --provider P       libfabric provider: tcp (default), shm, verbs, efa, sockets\n"
       "  --address IP       the address to bind (default 127.0.0.1; the target's own in a\n"
       "                     rendezvous across hosts or network namespaces)\n"
@@ -128,6 +132,10 @@ Options parse(int argc, char** argv) {
       }
     } else if (a == "--kernel-share") {
       o.kernel_share = cli::real(argc, argv, i, 0.01, 0.99, "a share in [0.01, 0.99]", usage);
+    } else if (a == "--wait") {
+      const std::string v = cli::value(argc, argv, i, usage);
+      if (v != "spin" && v != "sleep") usage("--wait takes spin or sleep, got '" + v + "'");
+      o.spin = v == "spin";
     } else if (a == "--provider") {
       o.provider = cli::value(argc, argv, i, usage);
     } else if (a == "--address") {
@@ -357,12 +365,13 @@ Stats stats(std::vector<double> v) {
   return {cli::median(v), v.front(), v.back()};
 }
 
-/// Seconds of one write of `chunks`, waited; throws unless it ends ok.
+/// Seconds of one write of `chunks`, waited (by spin_wait where `spin`); throws unless it
+/// ends ok.
 double timed_write(TransferEngine& engine, const Region& src, const RemoteRegion& dst,
-                   std::span<const Chunk> chunks, std::optional<std::uint32_t> imm) {
+                   std::span<const Chunk> chunks, std::optional<std::uint32_t> imm, bool spin) {
   const auto t0 = std::chrono::steady_clock::now();
   const Ticket t = engine.write(src, dst, chunks, imm, Deadline::in(120s));
-  const Status s = t.wait();
+  const Status s = spin ? t.spin_wait() : t.wait();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   SPILLWAY_LOG(trace, "bench: a write of " << chunks.size() << " chunks took " << secs * 1e6
                                            << " us from write() to the end of wait()");
@@ -403,10 +412,12 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
   std::printf(
       "spillway-bench-transfer: %s%s, %s -> %s, %s layout, %d runs (median [min, max]), "
       "ceiling: one contiguous write of the same bytes (of contig: the median of each run's "
-      "ratio to the contiguous write beside it), peer: %s (%zu chunks a run)\n",
+      "ratio to the contiguous write beside it), peer: %s (%zu chunks a run), each write "
+      "waited by %s\n",
       engine.backend_name().c_str(),
       o.backend == "cuda_ipc" ? (" (" + o.ipc_copy + " copies)").c_str() : "", o.src.name(),
-      o.dst.name(), o.layout.c_str(), o.runs, by_chunk.what, o.peer_chunks);
+      o.dst.name(), o.layout.c_str(), o.runs, by_chunk.what, o.peer_chunks,
+      o.spin ? "spinning (Ticket::spin_wait)" : "sleeping (Ticket::wait)");
   std::printf("%-8s %7s %9s %-20s %7s %11s %8s %9s %7s %9s %8s %s\n", "chunk", "chunks", "batch",
               "GB/s", "Gbit/s", "contig GB/s", "of contig", "Mchunk/s", "EAGAIN", "peer GB/s",
               "x peer", "verify");
@@ -424,16 +435,16 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
     std::vector<double> of_contig;  // each run against the contiguous write just after it
     const auto eagain0 = engine.counters().eagain;
     for (int r = 0; r < o.warmups + o.runs; ++r) {
-      const double b = timed_write(engine, src, dst, chunks, imm);
-      const double c = timed_write(engine, src, dst, contiguous, std::nullopt);
+      const double b = timed_write(engine, src, dst, chunks, imm, o.spin);
+      const double c = timed_write(engine, src, dst, contiguous, std::nullopt, o.spin);
       double p = 0;
       if (by_chunk.engine) {
         p = timed_write(*by_chunk.engine, by_chunk.src, dst, std::span(chunks).first(peer_n),
-                        std::nullopt);
+                        std::nullopt, o.spin);
       } else {
         const auto t0 = std::chrono::steady_clock::now();
         for (std::size_t i = 0; i < peer_n; ++i) {
-          timed_write(engine, src, dst, std::span(chunks).subspan(i, 1), std::nullopt);
+          timed_write(engine, src, dst, std::span(chunks).subspan(i, 1), std::nullopt, o.spin);
         }
         p = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
@@ -445,7 +456,7 @@ int run_initiator(const Options& o, TransferEngine& engine, PeerId peer, const R
     }
     const auto eagain = engine.counters().eagain - eagain0;
     // The contiguous write overwrote the destination; write the batch once more to verify.
-    timed_write(engine, src, dst, chunks, imm);
+    timed_write(engine, src, dst, chunks, imm, o.spin);
     std::string verdict = "-";
     const auto batches = static_cast<std::uint64_t>(o.warmups + o.runs + 1);
     const std::uint64_t imms = ask(engine, peer, kImms, std::uint64_t{imm} << 32 | batches);

@@ -32,14 +32,28 @@ Status Ticket::poll() const {
   return state_->status.load(std::memory_order_acquire);
 }
 
+namespace {
+
+/// Polls `state` until it ends or `for_at_most` has passed; whether it ended.
+bool spin(const detail::TicketState& state, std::chrono::nanoseconds for_at_most) {
+  const auto from = std::chrono::steady_clock::now();
+  while (!state.ended()) {
+    if (std::chrono::steady_clock::now() - from >= for_at_most) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+}  // namespace
+
 Status Ticket::wait(std::chrono::nanoseconds timeout) const {
   SPILLWAY_EXPECTS(state_ != nullptr, "Ticket::wait on an empty ticket");
   // A short wait is spun out rather than slept: waking a thread from a futex costs 10-30 us,
   // a good part of a small batch (bench/NOTES.md, the transfer engine's fixed costs).
   constexpr auto kSpin = std::chrono::microseconds(100);
-  const auto until =
-      std::chrono::steady_clock::now() + std::min<std::chrono::nanoseconds>(timeout, kSpin);
-  while (!state_->ended() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  if (spin(*state_, std::min<std::chrono::nanoseconds>(timeout, kSpin))) {
+    return state_->status.load(std::memory_order_acquire);
+  }
   std::unique_lock lock(state_->mutex);
   const auto ended = [&] { return state_->ended(); };
   if (timeout == std::chrono::nanoseconds::max()) {
@@ -47,6 +61,12 @@ Status Ticket::wait(std::chrono::nanoseconds timeout) const {
   } else {
     state_->done.wait_for(lock, timeout, ended);
   }
+  return state_->status.load(std::memory_order_acquire);
+}
+
+Status Ticket::spin_wait(std::chrono::nanoseconds timeout) const {
+  SPILLWAY_EXPECTS(state_ != nullptr, "Ticket::spin_wait on an empty ticket");
+  spin(*state_, timeout);
   return state_->status.load(std::memory_order_acquire);
 }
 

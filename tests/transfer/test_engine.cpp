@@ -371,6 +371,30 @@ TEST_P(EngineTest, APassedDeadlineEndsTheWaitForImms) {
   EXPECT_EQ(a->expect_imm(3, 0).poll(), Status::ok);
 }
 
+TEST_P(EngineTest, ASpinningWaitSeesTheEndAndKeepsItsTimeout) {
+  auto a = make();
+  auto b = make();
+  auto src = pattern(1 << 16, 5);
+  std::vector<std::uint8_t> dst(1 << 16, 0);
+  const Region rs = a->register_memory(src.data(), src.size(), MemoryType::HOST);
+  const Region rd = b->register_memory(dst.data(), dst.size(), MemoryType::HOST);
+  a->add_peer(b->metadata());
+  const auto chunks = random_chunks(16, 4096, 16, 9);  // every slot of the destination
+  const Ticket t = a->write(rs, b->export_region(rd, 0, dst.size()), chunks, 5u, Deadline::in(20s));
+  ASSERT_EQ(t.spin_wait(), Status::ok) << t.message();
+  ASSERT_EQ(b->expect_imm(5, 1, Deadline::in(20s)).spin_wait(), Status::ok);
+  std::vector<std::uint8_t> expected(dst.size());
+  for (const Chunk& c : chunks) {
+    std::memcpy(expected.data() + c.dst_offset, src.data() + c.src_offset, c.length);
+  }
+  EXPECT_TRUE(dst == expected);
+  // An imm that never comes: in progress once the timeout has passed, not before.
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(b->expect_imm(6, 1, Deadline::in(20s)).spin_wait(30ms), Status::in_progress);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 30ms);
+  EXPECT_THROW((void)Ticket{}.spin_wait(), logic_error);
+}
+
 std::vector<std::string> backends() {
   std::vector<std::string> out{"loopback"};
   if (SPILLWAY_HAS_LIBFABRIC) {

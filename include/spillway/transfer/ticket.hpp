@@ -25,6 +25,11 @@ class Ticket {
   /// Blocks until the operation ends (its deadline, its peer's failure and the engine's end all
   /// end it), or `timeout` passes (then in_progress).
   Status wait(std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max()) const;
+  /// As wait(), but never sleeps: it polls, yielding the CPU in between, so that the end is
+  /// seen within microseconds, at the cost of a busy core. wait() spins 100 us, then sleeps,
+  /// and waking a sleeping thread cost 40-280 us of a 1.3 ms write on the lent H100 machine's
+  /// virtual CPUs (bench/NOTES.md). For callers bound by latency, and benchmarks.
+  Status spin_wait(std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max()) const;
   /// What went wrong, for an outcome other than ok; empty otherwise.
   [[nodiscard]] std::string message() const;
   [[nodiscard]] explicit operator bool() const noexcept { return state_ != nullptr; }
