@@ -11,7 +11,8 @@
 #   512 at >= 0.8 and >= 0.6 of 2), and the many-small-chunks command (>= 15 GiB/s local);
 # - transfer: cuda_ipc device -> pinned (the target copies), device -> shared (pinned memory of
 #   a memfd, written one-sided by the initiator) and device -> device, 4 KiB / 64 KiB / 1 MiB
-#   chunks, as fractions of one contiguous write of the same bytes (three invocations);
+#   chunks, as fractions of one contiguous write of the same bytes (three invocations each
+#   with the writes waited by Ticket::wait and by Ticket::spin_wait);
 # - cpu: hash_partition at 64 and 1024 partitions on 1 and all cores, as fractions of a memcpy
 #   by the same threads.
 set -uo pipefail
@@ -62,9 +63,11 @@ fi
 if want transfer; then
   for r in 1 2 3; do
     for dst in pinned shared device; do
-      run "cuda-ipc-$dst-$r" 60 "$B/tools/spillway-bench-transfer" --backend cuda_ipc \
-        --src device --dst "$dst" --chunk 4KiB,64KiB,1MiB --verify -r 5
-      grep -E "KiB|MiB" "$O/cuda-ipc-$dst-$r.txt" | tail -3 | sed -E 's/ +/ /g'
+      for w in sleep spin; do
+        run "cuda-ipc-$dst-$w-$r" 60 "$B/tools/spillway-bench-transfer" --backend cuda_ipc \
+          --src device --dst "$dst" --chunk 4KiB,64KiB,1MiB --verify -r 5 --wait "$w"
+        grep -E "KiB|MiB" "$O/cuda-ipc-$dst-$w-$r.txt" | tail -3 | sed -E 's/ +/ /g'
+      done
     done
   done
 fi
