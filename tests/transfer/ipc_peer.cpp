@@ -2,8 +2,8 @@
 // backends argv[3] names) with one registered region (argv: device|pinned|shared|shared-hidden|
 // host, bytes; shared: a SharedHostMemory, registered as pinned host memory; shared-hidden: the
 // same, whose descriptor then names /dev/null, so that a peer cannot map the file),
-// zero-filled. It prints its
-// metadata and the region (hex, one line each), then answers its peer's control messages:
+// zero-filled. It prints its metadata and the region (hex, one line each), then answers its
+// peer's control messages:
 //   'E' imm(u32) -> waits up to 10 s for one imm, answers 1 (arrived) or 0;
 //   'D'          -> answers the region's bytes as they are now;
 //   'F' byte     -> fills the region with that byte, answers 1;
