@@ -46,6 +46,7 @@
 #include <spillway/table/gpu.hpp>
 #include <spillway/table/pack.hpp>
 #include <spillway/table/partition.hpp>
+#include <spillway/table/spillable_tables.hpp>
 
 #include <algorithm>
 #include <array>
@@ -301,8 +302,12 @@ class Bench {
       br_.stream().synchronize();
       cuda::memset_device(sums->data(), 0, sums->size());
     }
-    std::vector<Table> kept;          // the output partitions, without -s (GPU)
-    SpillableStore kept_packed(br_);  // ... and on the CPU under a limit, packed and spillable
+    // The output partitions, without -s: on the GPU kept as they are, spillable at once (they
+    // go down before the shuffle's queues, which are read sooner), so that a rank's output may
+    // be larger than its device limit; on the CPU under a limit, packed and spillable.
+    SpillableTables kept(br_, 1);
+    SpillableStore kept_packed(br_);
+    std::vector<TableChecksum> on_host(total);  // GPU: partitions that were unpacked on the host
     // On the CPU the input tables are made before the timed part: ranks share the cores
     // there, so time taken out of one rank's run while it makes its input would still hold
     // the other ranks' and the progress threads' shuffle work (a run under a limit then
@@ -409,17 +414,24 @@ class Bench {
           timeline.host("partition " + std::to_string(pid) + " summed");
           continue;
         }
-        Table out = gpu_ ? gpu::unpack_and_concat(std::move(parts), br_, br_.stream())
+        // On the GPU where it fits (beside the output kept so far, which spills to make
+        // room), else on the host.
+        Table out = gpu_ ? gpu::unpack_and_concat_or_host(std::move(parts), br_, br_.stream())
                          : unpack_and_concat(std::move(parts), br_);
         timeline.gpu("partition " + std::to_string(pid) + " concatenated");
-        if (gpu_) {
-          gpu::add_checksum(out.view(), *sums, pid, br_, br_.stream());
-          timeline.gpu("partition " + std::to_string(pid) + " summed");
-        } else {  // unlimited: summed after the timed part
+        if (!gpu_) {  // unlimited: summed after the timed part
           to_check.emplace_back(pid, std::move(out));
           continue;
         }
-        if (!o_.discard) kept.push_back(std::move(out));
+        if (out.column(0).data().mem_type() == MemoryType::DEVICE) {
+          gpu::add_checksum(out.view(), *sums, pid, br_, br_.stream());
+        } else {
+          const auto t = Clock::now();
+          on_host[pid] += spillway::checksum(out.view());
+          r.excluded += since(t);
+        }
+        timeline.gpu("partition " + std::to_string(pid) + " summed");
+        if (!o_.discard) kept.push(std::move(out));
       }
       timeline.host("all partitions extracted");
     }
@@ -433,6 +445,7 @@ class Bench {
     if (gpu_) {
       cuda::memcpy_async(r.out.data(), sums->data(), sums->size(), br_.stream());
       br_.stream().synchronize();
+      for (std::size_t p = 0; p < total; ++p) r.out[p] += on_host[p];
     }
     return r;
   }

@@ -56,6 +56,10 @@ ColumnView Column::view() const {
   return v;
 }
 
+Column::Buffers Column::release() && noexcept {
+  return {std::move(data_), std::move(offsets_), std::move(mask_)};
+}
+
 Table::Table(std::vector<Column> columns, std::vector<std::string> names)
     : columns_{std::move(columns)}, names_{std::move(names)} {
   if (names_.empty()) names_.resize(columns_.size());

@@ -381,6 +381,55 @@ TEST_F(GpuTable, UnpackAndConcatReadsChunksFromPinnedMemoryWhenTheGpuIsFull) {
   expect_same_bytes(on_host(out).view(), h.view());
 }
 
+/// Chunks that sit on the GPU (extracted, so no longer spillable) with a limit that holds the
+/// output but not the output beside them: they go down to pinned host memory, from where the
+/// concatenation reads them, and the limit holds. A limit below the output alone: nothing is
+/// consumed by try_unpack_and_concat, and unpack_and_concat_or_host unpacks on the host.
+TEST_F(GpuTable, UnpackAndConcatMovesItsChunksDownToMakeRoomForTheOutput) {
+  const Table h = host_table(20000, 0.2);
+  const std::vector<std::size_t> splits{5000, 9000, 15000};
+  const std::size_t output = [&] {
+    const std::size_t before = br.used(MemoryType::DEVICE);
+    const Table d = on_device(h);
+    return br.used(MemoryType::DEVICE) - before;
+  }();
+  std::size_t chunks = 0;
+  for (const auto& p : split_and_pack(h.view(), splits, br)) chunks += p.payload->size();
+  {
+    auto cfg = test::small_config(dir.path());
+    const std::size_t limit = std::max(chunks, output) + chunks / 4;  // not both at once
+    cfg.limits[index(MemoryType::DEVICE)] = Limit::bytes(limit);
+    BufferResource lbr(cfg);
+    auto parts = split_and_pack(h.view(), splits, lbr);
+    for (auto& p : parts) p.payload = lbr.move(std::move(p.payload), MemoryType::DEVICE, stream);
+    stream.view().synchronize();
+    lbr.reset_peak(MemoryType::DEVICE);
+    const Table out = gpu::unpack_and_concat(std::move(parts), lbr, stream);
+    stream.view().synchronize();
+    EXPECT_LE(lbr.peak(MemoryType::DEVICE), limit);
+    EXPECT_EQ(out.column(0).data().mem_type(), MemoryType::DEVICE);
+    const auto moved = lbr.statistics().get("unpack-chunks-moved-down");
+    ASSERT_TRUE(moved.has_value());
+    EXPECT_GT(moved->bytes, 0.0);
+    expect_same_bytes(on_host(out).view(), h.view());
+  }
+  {
+    // Chunks on the host and no room on the GPU at all.
+    BufferResource lbr(test::small_config(dir.path()));
+    const auto host_chunks = [&] { return split_and_pack(h.view(), splits, lbr); };
+    const auto hold = lbr.reserve(MemoryType::DEVICE, lbr.available(MemoryType::DEVICE));
+    std::vector<PackedData> kept = host_chunks();
+    EXPECT_FALSE(gpu::try_unpack_and_concat(kept, lbr, stream).has_value());
+    ASSERT_EQ(kept.size(), splits.size() + 1);  // nothing consumed
+    for (const auto& p : kept) ASSERT_NE(p.payload, nullptr);
+    EXPECT_THROW((void)gpu::unpack_and_concat(std::move(kept), lbr, stream), out_of_memory);
+    const Table out = gpu::unpack_and_concat_or_host(host_chunks(), lbr, stream);
+    EXPECT_EQ(out.column(0).data().mem_type(), MemoryType::HOST);
+    EXPECT_EQ(lbr.statistics().get("unpacked-on-the-host").value_or(Statistics::Stat{}).count, 1u);
+    expect_same_bytes(out.view(), h.view());
+  }
+}
+
 /// When no tier can take a packed payload, the error names the step and every tier tried.
 TEST_F(GpuTable, PackingThatFitsNowhereNamesTheStepAndTheTiers) {
   const Table h = host_table(20000, 0.2);

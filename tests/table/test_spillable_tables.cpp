@@ -5,6 +5,7 @@
 #include <spillway/table/checksum.hpp>
 #include <spillway/table/generator.hpp>
 #include <spillway/table/gpu.hpp>
+#include <spillway/table/pack.hpp>
 #include <spillway/table/spillable_tables.hpp>
 
 #include "common.hpp"
@@ -72,6 +73,46 @@ TEST(SpillableTables, TablesBeyondTheLimitWaitOnDiskAndComeBackInOrder) {
   EXPECT_EQ(br.used(MemoryType::HOST), 0u);
   EXPECT_EQ(files_in(dir.path()), 0u);
   EXPECT_LE(br.peak(MemoryType::HOST), 1 * MiB);
+}
+
+// A table is kept as its own buffers: pushing it takes no memory beside it, and it is
+// spillable at once (a table of about 600 KiB under a 1 MiB limit, then 700 KiB asked for: its
+// buffers go to disk, oldest first, until the 700 KiB fit). pop_packed packs a table where it
+// was pushed from.
+TEST(SpillableTables, ATableIsKeptWithoutACopyAndSpillsAtOnce) {
+  test::TempDir dir;
+  auto cfg = test::host_config(dir.path());
+  cfg.limits[index(MemoryType::HOST)] = Limit::bytes(1 * MiB);
+  BufferResource br(cfg);
+  SpillableTables kept(br);
+  Table t = table_of(30000, 3, br);
+  const TableChecksum want = checksum(t.view());
+  const std::size_t used = br.used(MemoryType::HOST);
+  const std::size_t bytes = t.total_bytes();
+  ASSERT_GT(bytes, 550 * KiB);
+  kept.push(std::move(t));
+  EXPECT_EQ(br.used(MemoryType::HOST), used);
+  EXPECT_EQ(kept.front_bytes(), bytes);
+  EXPECT_EQ(kept.bytes_in(MemoryType::HOST), bytes);
+  auto busy = br.allocate(MemoryType::HOST, 700 * KiB);
+  EXPECT_GE(kept.bytes_in(MemoryType::DISK), used + 700 * KiB - 1 * MiB);
+  EXPECT_EQ(kept.bytes_in(MemoryType::HOST) + kept.bytes_in(MemoryType::DISK), bytes);
+  EXPECT_LE(br.peak(MemoryType::HOST), 1 * MiB);
+  busy.reset();
+  std::optional<Table> back = kept.pop(MemoryType::HOST);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(checksum(back->view()), want);
+  back.reset();
+  EXPECT_EQ(br.used(MemoryType::HOST), 0u);
+
+  Table small = table_of(1000, 4, br);
+  const TableChecksum small_sum = checksum(small.view());
+  kept.push(std::move(small));
+  std::optional<PackedData> packed = kept.pop_packed();
+  ASSERT_TRUE(packed.has_value());
+  EXPECT_EQ(packed->payload->mem_type(), MemoryType::HOST);
+  EXPECT_EQ(checksum(unpack(std::move(*packed)).view()), small_sum);
+  EXPECT_EQ(kept.size(), 0u);
 }
 
 TEST(SpillableTables, APopThatFindsNoRoomKeepsTheTable) {

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -133,12 +134,27 @@ Table concat(std::span<const TableView> tables, BufferResource& br, Stream strea
 /// spillway::unpack_and_concat on the GPU: a DEVICE table. Room for the output is held on the
 /// GPU while the chunks that landed on the host or were spilled come up; a chunk that then finds
 /// no room on the GPU is read from pinned host memory by the concatenation (brought there first
-/// from HOST or DISK; counted as `unpack-from-host-memory`), so the GPU needs about one
-/// partition, not two. A single chunk is not copied (spillway::to_table of it) and must come up
-/// to the GPU. Like concat, the output is written in stream order on `stream`: synchronize it
-/// before reading the output from elsewhere. Profiled as "unpack_and_concat".
+/// from HOST or DISK; counted as `unpack-from-host-memory`). When the GPU cannot hold the output
+/// beside the chunks it holds, those go down to pinned host memory first
+/// (`unpack-chunks-moved-down`): the GPU needs room for one partition, not two. A single chunk
+/// is not copied (spillway::to_table of it) and must come up to the GPU. Like concat, the
+/// output is written in stream order on `stream`: synchronize it before reading the output
+/// from elsewhere. Profiled as "unpack_and_concat".
 /// @throws spillway::out_of_memory naming the step and the tiers tried
 Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stream stream);
+
+/// unpack_and_concat, but nullopt where it would throw out_of_memory: the chunks then stay in
+/// `packed` (some perhaps moved to another tier), for the caller to unpack elsewhere; on
+/// success `packed` is consumed.
+std::optional<Table> try_unpack_and_concat(std::vector<PackedData>& packed, BufferResource& br,
+                                           Stream stream);
+
+/// A partition's chunks as one table in the first tier that can hold it: on the GPU as
+/// unpack_and_concat, else, when the GPU cannot hold even the output alone, on the CPU into
+/// HOST memory (spillway::unpack_and_concat; counted as `unpacked-on-the-host`). For a
+/// consumer that would rather have a partition on the host than fail: look at the columns'
+/// tier. @throws spillway::out_of_memory when the host cannot hold it either
+Table unpack_and_concat_or_host(std::vector<PackedData> packed, BufferResource& br, Stream stream);
 
 /// dsts[i][0, sizes[i]) = srcs[i][0, sizes[i]) for every i, in device memory (or memory the GPU
 /// maps), in one kernel launch on `stream`: many small copies cost one launch and one upload of

@@ -27,6 +27,16 @@ class Column {
   [[nodiscard]] const Buffer* offsets() const noexcept { return offsets_.get(); }
   [[nodiscard]] const Buffer* null_mask() const noexcept { return mask_.get(); }
 
+  /// A column's buffers, handed over whole.
+  struct Buffers {
+    std::unique_ptr<Buffer> data;
+    std::unique_ptr<Buffer> offsets;    ///< STRING only
+    std::unique_ptr<Buffer> null_mask;  ///< may be null
+  };
+  /// Hands the buffers over (to keep them elsewhere without a copy: SpillableTables); the
+  /// column is left without any and must not be used but to be destroyed.
+  [[nodiscard]] Buffers release() && noexcept;
+
  private:
   DataType type_;
   std::size_t rows_;

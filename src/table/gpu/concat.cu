@@ -3,6 +3,7 @@
 // gathered bit by bit (a thread per output byte finds each bit's table by binary search), as
 // the tables' bits sit at arbitrary offsets of the output.
 #include <spillway/table/gpu.hpp>
+#include <spillway/table/pack.hpp>
 
 #include <spillway/core/units.hpp>
 #include <spillway/memory/memory_step.hpp>
@@ -147,55 +148,96 @@ Table concat(std::span<const TableView> tables, BufferResource& br, Stream strea
   return Table(std::move(columns), first.names);
 }
 
-Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stream stream) {
-  SPILLWAY_NVTX_RANGE("unpack and concatenate");
-  SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "unpack_and_concat");
-  const MemoryStep step("unpacking (gpu::unpack_and_concat)");
+namespace {
+
+constexpr MemoryType kDevice = MemoryType::DEVICE;
+
+std::size_t payload_bytes(const std::vector<PackedData>& packed) {
   std::size_t total = 0;
   for (const auto& p : packed) {
     SPILLWAY_EXPECTS(p.payload != nullptr, "unpack_and_concat: a chunk without a payload");
     total += p.payload->size();
   }
+  return total;
+}
+
+/// Room on the device for the output of `total` bytes, or nullopt. When the device cannot hold
+/// it beside the chunks it holds (no longer spillable once extracted), those go down to pinned
+/// host memory, where the concatenation reads them, and `squeezed` says so: the device then
+/// needs room for the output alone.
+std::optional<MemoryReservation> room_for_output(std::vector<PackedData>& packed, std::size_t total,
+                                                 BufferResource& br, Stream stream,
+                                                 bool& squeezed) {
+  if (auto room = br.reserve_or_spill(kDevice, total)) return room;
+  squeezed = true;
+  if (br.is_live(MemoryType::PINNED_HOST)) {
+    for (auto& p : packed) {
+      if (p.payload->mem_type() != kDevice) continue;
+      auto pinned = br.reserve_or_spill(MemoryType::PINNED_HOST, p.payload->size());
+      if (!pinned) break;
+      br.statistics().add_bytes("unpack-chunks-moved-down", static_cast<double>(p.payload->size()));
+      p.payload = br.move(std::move(p.payload), *pinned, stream);
+    }
+  }
+  return br.waiting_for_memory([&] { return br.reserve_or_spill(kDevice, total); });
+}
+
+/// Brings a chunk where the concatenation can read it: up to the device when there is room
+/// beside the output (not once the chunks were squeezed out), else pinned host memory, which
+/// the GPU maps. False when neither can take it.
+bool place_chunk(PackedData& p, BufferResource& br, Stream stream, bool squeezed) {
+  const MemoryType at = p.payload->mem_type();
+  if (at == kDevice) return true;
+  std::optional<MemoryReservation> res;
+  if (!squeezed) res = br.reserve_or_spill(kDevice, p.payload->size());
+  if (!res && at != MemoryType::PINNED_HOST) {
+    if (!br.is_live(MemoryType::PINNED_HOST)) return false;
+    res = br.waiting_for_memory(
+        [&] { return br.reserve_or_spill(MemoryType::PINNED_HOST, p.payload->size()); });
+    if (!res) return false;
+  }
+  if (res) p.payload = br.move(std::move(p.payload), *res, stream);
+  if (p.payload->mem_type() != kDevice) {
+    br.statistics().add_bytes("unpack-from-host-memory", static_cast<double>(p.payload->size()));
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<Table> try_unpack_and_concat(std::vector<PackedData>& packed, BufferResource& br,
+                                           Stream stream) {
+  SPILLWAY_NVTX_RANGE("unpack and concatenate");
+  SPILLWAY_MEMORY_PROFILE(br.statistics().memory_profiler(), "unpack_and_concat");
+  const MemoryStep step("unpacking (gpu::unpack_and_concat)");
+  const std::size_t total = payload_bytes(packed);
   // A single chunk becomes the table itself, so it must be on the GPU.
   if (packed.size() == 1) {
     auto& p = packed.front();
-    if (p.payload->mem_type() != MemoryType::DEVICE) {
-      p.payload = br.move(std::move(p.payload), MemoryType::DEVICE, stream);
+    if (p.payload->mem_type() != kDevice) {
+      auto res = br.waiting_for_memory([&] { return br.reserve_or_spill(kDevice, total); });
+      if (!res) return std::nullopt;
+      p.payload = br.move(std::move(p.payload), *res, stream);
     }
     return to_table(gpu::unpack(std::move(p), stream));
   }
   // Room for the output is held while chunks come up, so that chunks take only what the
-  // output leaves: a chunk that finds no room on the GPU is read where it is by the concat
-  // kernels (pinned host memory is mapped for the GPU), or brought into pinned memory first.
-  // The payloads (~ the output's size) bound the output: data, offsets and masks, padded.
-  auto room = br.reserve_or_spill(MemoryType::DEVICE, total);
+  // output leaves. The payloads (~ the output's size) bound the output: data, offsets and
+  // masks, padded. Nothing is consumed until every chunk has its place.
+  bool squeezed = false;
+  auto room = room_for_output(packed, total, br, stream, squeezed);
+  if (!room) return std::nullopt;
+  for (auto& p : packed) {
+    if (!place_chunk(p, br, stream, squeezed)) return std::nullopt;
+  }
   std::vector<UnpackedTable> parts;
   std::vector<TableView> views;
   for (auto& p : packed) {
-    const MemoryType at = p.payload->mem_type();
-    if (at != MemoryType::DEVICE) {
-      if (auto res = br.reserve_or_spill(MemoryType::DEVICE, p.payload->size())) {
-        p.payload = br.move(std::move(p.payload), *res, stream);
-      } else if (at != MemoryType::PINNED_HOST) {
-        static constexpr std::array<MemoryType, 2> order{MemoryType::DEVICE,
-                                                         MemoryType::PINNED_HOST};
-        std::optional<MemoryReservation> pinned;
-        if (br.is_live(MemoryType::PINNED_HOST)) {
-          pinned = br.waiting_for_memory(
-              [&] { return br.reserve_or_spill(MemoryType::PINNED_HOST, p.payload->size()); });
-        }
-        if (!pinned) br.throw_out_of_memory(order, p.payload->size());
-        p.payload = br.move(std::move(p.payload), *pinned, stream);
-      }
-      if (p.payload->mem_type() != MemoryType::DEVICE) {
-        br.statistics().add_bytes("unpack-from-host-memory",
-                                  static_cast<double>(p.payload->size()));
-      }
-    }
     parts.push_back(gpu::unpack(std::move(p), stream));
     views.push_back(parts.back().view());
   }
-  if (room) room->release();
+  packed.clear();
+  room->release();
   Table out = gpu::concat(views, br, stream);
   // The parts' payloads go at the end of this scope. One freed in stream order on `stream`
   // goes after the concatenation read it; others (a view, whose block is freed on its own
@@ -205,6 +247,19 @@ Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stre
   });
   if (!ordered) cuda::stream_synchronize(stream);
   return out;
+}
+
+Table unpack_and_concat(std::vector<PackedData> packed, BufferResource& br, Stream stream) {
+  const MemoryStep step("unpacking (gpu::unpack_and_concat)");
+  const std::size_t total = payload_bytes(packed);
+  if (auto out = try_unpack_and_concat(packed, br, stream)) return std::move(*out);
+  br.throw_out_of_memory(std::span<const MemoryType>(&kDevice, 1), total);
+}
+
+Table unpack_and_concat_or_host(std::vector<PackedData> packed, BufferResource& br, Stream stream) {
+  if (auto out = try_unpack_and_concat(packed, br, stream)) return std::move(*out);
+  br.statistics().add_count("unpacked-on-the-host");
+  return spillway::unpack_and_concat(std::move(packed), br);
 }
 
 }  // namespace spillway::gpu

@@ -64,6 +64,12 @@ Table concat(std::span<const TableView>, BufferResource&, Stream) {
 Table unpack_and_concat(std::vector<PackedData>, BufferResource&, Stream) {
   no_cuda("unpack_and_concat");
 }
+std::optional<Table> try_unpack_and_concat(std::vector<PackedData>&, BufferResource&, Stream) {
+  no_cuda("try_unpack_and_concat");
+}
+Table unpack_and_concat_or_host(std::vector<PackedData>, BufferResource&, Stream) {
+  no_cuda("unpack_and_concat_or_host");
+}
 TableChecksum checksum(const TableView&, BufferResource&, Stream) {
   no_cuda("checksum");
 }
