@@ -279,6 +279,10 @@ PeerId TransferEngine::Impl::attach(const detail::EngineMetadata& metadata,
   gone_engines.erase(metadata.engine);
   SPILLWAY_LOG(debug, "transfer: peer " + std::to_string(peer->id) + " is engine " +
                           detail::to_string(metadata.engine) + " at " + metadata.control);
+  lock.unlock();
+  for (std::size_t i = 0; i < backends.size(); ++i) {
+    if (peer->backend_peers[i]) backends[i]->peer_added(*peer->backend_peers[i]);
+  }
   return peer->id;
 }
 

@@ -1,37 +1,33 @@
 // The libfabric backend: FI_EP_RDM endpoints of a provider chosen by name (tcp, shm, verbs,
-// efa, sockets). A batch goes out as fi_writemsg / fi_readmsg calls of up to four chunks each
-// (as many as the provider's iov and RMA iov limits allow), posted with
-// FI_MORE while more follow; what the provider refuses with -FI_EAGAIN stays in this
-// backend's queue and is posted again after the completion queue is polled. The imm travels
-// as remote CQ data on the batch's last write. Where the provider places writes in order
-// (FI_ORDER_WAW; tcp and shm do), the whole batch goes out at once and only the last write
-// asks for delivery completion, which vouches for the batch; elsewhere the last write is held
-// back until every other write of the batch has completed (FI_DELIVERY_COMPLETE where the
-// provider offers it). Either way the target sees the imm only when all of the batch's bytes
-// are in place, and the initiator's ticket ends then too.
+// efa, sockets), each driven by a thread of its own (a Lane, detail/fabric_lane.hpp), so that
+// the engine's worker never enters the provider.
+//
+// tcp, verbs, efa and sockets: one endpoint for every peer. shm: an endpoint per peer. shm
+// keeps spin locks in the memory it shares with a peer, and a peer killed (or stopped) while it
+// holds one leaves every call on that memory spinning for ever: with one endpoint for all,
+// one dead peer stopped the transfers to every other. Each pair of engines therefore meets on
+// a pair of endpoints of its own, named after both: engine A's endpoint for B is "A.B", B's
+// for A is "B.A", where A and B are the names in the engines' metadata. A side adds its peer's
+// endpoint to its address vector, and posts to it, only once the peer has said that it is
+// there (a backend message): libfabric 1.17's shm keeps a name added before its region exists
+// unmapped, and then crashed on that peer's first message.
+// Regions are registered on every endpoint with their ids as keys, so that the key a region
+// was exported with holds on each.
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/logging.hpp>
 
 #include "transfer/detail/backend.hpp"
-
-#include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
-#include <rdma/fi_eq.h>
-#include <rdma/fi_errno.h>
-#include <rdma/fi_rma.h>
+#include "transfer/detail/fabric_lane.hpp"
 
 #include <unistd.h>
-#include <cerrno>
 
-#include <algorithm>
 #include <array>
-#include <cstring>
-#include <deque>
+#include <map>
+#include <mutex>
 #include <random>
-#include <unordered_map>
+#include <sstream>
+#include <vector>
 
 namespace spillway::transfer::detail {
 
@@ -41,168 +37,57 @@ bool fabric_compiled() noexcept {
 
 namespace {
 
-/// The most pieces one message carries (tcp and shm offer 4 iovs and 4 RMA iovs in 1.17).
-constexpr std::size_t kMaxIov = 8;
-/// A message takes more pieces only while it holds fewer bytes than this: larger chunks go
-/// one per message, which pipelines better (tcp at 1 MiB: 0.79-1.09 of the contiguous write
-/// four to a message, 1.06-1.95 alone; noisy, 2 cores).
-constexpr std::size_t kGroupBelow = std::size_t{256} << 10;
-
-/// Throws comm_error naming the call and libfabric's message when `rc` is an error.
-void check(int rc, const char* call) {
-  if (rc < 0) {
-    SPILLWAY_FAIL(std::string("libfabric: ") + call + " failed: " + fi_strerror(-rc) + " (" +
-                      std::to_string(rc) + ")",
-                  comm_error);
-  }
-}
-
-template <typename Fid>
-void close_fid(Fid*& f) noexcept {
-  if (f != nullptr) fi_close(&f->fid);
-  f = nullptr;
-}
-
-/// The context of one posted write or read; fi_context2 first, as the provider expects.
-struct Context {
-  fi_context2 fi{};
-  std::shared_ptr<Op> op;
-  std::size_t chunks{0};  // the chunks this message ends
-};
-
-bool connection_error(int err) {
-  return err == FI_ECONNREFUSED || err == FI_ECONNRESET || err == FI_ECONNABORTED ||
-         err == FI_EHOSTUNREACH || err == FI_ENOTCONN || err == FI_EADDRNOTAVAIL ||
-         err == FI_ETIMEDOUT || err == FI_EIO || err == EPIPE;
-}
-
-/// Whether a failed completion says the peer can no longer be reached. The tcp provider
-/// ends the ops of a connection it lost as FI_ECANCELED, with the socket's errno as the
-/// provider's errno (ENOTCONN, ECONNRESET, EPIPE); the engine never cancels an op itself.
-bool peer_unreachable(const fi_cq_err_entry& err) {
-  if (connection_error(err.err)) return true;
-  if (err.err != FI_ECANCELED) return false;
-  const int e = err.prov_errno < 0 ? -err.prov_errno : err.prov_errno;
-  return e == ENOTCONN || e == ECONNRESET || e == EPIPE || e == ECONNABORTED || e == ECONNREFUSED ||
-         e == EHOSTUNREACH || e == ETIMEDOUT;
-}
+/// The message that says "my endpoint for you is there" (shm).
+constexpr std::array<std::uint8_t, 1> kReady{'R'};
 
 class FabricBackend final : public Backend {
  public:
   FabricBackend(BackendHost& host, const EngineOptions& options)
-      : host_{host}, provider_{options.provider} {
-    fi_info* hints = fi_allocinfo();
-    SPILLWAY_EXPECTS(hints != nullptr, "libfabric: fi_allocinfo failed", comm_error);
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    hints->domain_attr->mr_mode =
-        FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-    hints->domain_attr->threading = FI_THREAD_DOMAIN;
-    if (options.tx_queue_depth > 0) hints->tx_attr->size = options.tx_queue_depth;
-    hints->fabric_attr->prov_name = strdup(options.provider.c_str());
-    // tcp and verbs bind to the engine's address; shm and efa pick their own.
-    const bool by_address =
-        options.provider == "tcp" || options.provider == "verbs" || options.provider == "sockets";
-    // shm names its region "<pid>:<domain>:<endpoint>" unless told otherwise, and a process
-    // killed with one open leaves it in /dev/shm: a later process with the same pid then
-    // fails fi_enable with EBUSY (seen here). A random name of its own avoids that.
-    std::random_device rd;
-    const std::string shm_name = "spillway-" + std::to_string(::getpid()) + "-" +
-                                 std::to_string((std::uint64_t{rd()} << 32) | rd());
-    const bool shm = options.provider == "shm";
-    if (shm) {
-      hints->addr_format = FI_ADDR_STR;
-      hints->src_addr = strdup(shm_name.c_str());
-      hints->src_addrlen = shm_name.size() + 1;
+      : host_{host}, per_peer_{options.provider == "shm"} {
+    base_.provider = options.provider;
+    base_.address = options.address;
+    base_.tx_queue_depth = options.tx_queue_depth;
+    base_.requested_keys = per_peer_;
+    if (per_peer_) {
+      // A name of its own: shm names its region "<pid>:<domain>:<endpoint>" unless told
+      // otherwise, and a process killed with one open leaves it in /dev/shm, so that a later
+      // process with the same pid failed fi_enable with EBUSY.
+      std::random_device rd;
+      std::ostringstream name;
+      name << "sw" << ::getpid() << '-' << std::hex << ((std::uint64_t{rd()} << 32) | rd());
+      base_.name = name.str();
     }
-    const char* node = by_address ? options.address.c_str() : nullptr;
-    const std::uint64_t flags = by_address ? FI_SOURCE : 0;
-    // The imm must not arrive before the batch's bytes, and a ticket should end only once
-    // they are in place. Best: writes placed in order (FI_ORDER_WAW) and completions that
-    // mean "placed" (FI_DELIVERY_COMPLETE): the batch goes out at once and only its last
-    // write asks for delivery completion. Then either of the two: without ordering, the last
-    // write (with the imm) is held back until the others have completed. Else neither.
-    // shm has no wait fd: its target progresses its peers' writes only when polled, and
-    // those writes (but a batch's last) leave nothing on its completion queue. A counter of
-    // remote writes (FI_RMA_EVENT) tells the worker that it is being written into, so that
-    // it keeps polling (see progress); without it, it polled once a millisecond 20 ms after
-    // its last completion, in the middle of a batch (bench/NOTES.md).
-    const auto getinfo = [&](std::uint64_t caps) {
-      hints->caps = caps;
-      int rc = -FI_ENODATA;
-      for (const auto& [order, op_flags] :
-           {std::pair<std::uint64_t, std::uint64_t>{FI_ORDER_WAW, FI_DELIVERY_COMPLETE},
-            {0, FI_DELIVERY_COMPLETE},
-            {FI_ORDER_WAW, 0},
-            {0, 0}}) {
-        hints->tx_attr->msg_order = order;
-        hints->tx_attr->op_flags = op_flags;
-        rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, flags, hints, &info_);
-        if (rc != -FI_ENODATA) break;
-      }
-      return rc;
-    };
-    const std::uint64_t caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-    int rc = getinfo(shm ? caps | FI_RMA_EVENT : caps);
-    if (shm && rc == -FI_ENODATA) rc = getinfo(caps);  // an shm without the counter
-    fi_freeinfo(hints);
-    SPILLWAY_EXPECTS(rc == 0 && info_ != nullptr,
-                     "libfabric: provider '" + options.provider +
-                         "' offers no RDM endpoint with RMA here (fi_getinfo: " +
-                         std::string(fi_strerror(-rc)) + "); try tcp or shm",
-                     comm_error);
-    try {
-      open(options);
-    } catch (...) {
-      close_all();
-      throw;
-    }
+    // The one endpoint of every peer; with shm the endpoint that regions are registered on
+    // first (their keys checked there), which no peer writes to.
+    shared_ = std::make_unique<Lane>(host_, base_);
   }
 
-  ~FabricBackend() override { close_all(); }
-
-  [[nodiscard]] std::string name() const override { return "libfabric/" + provider_; }
-  [[nodiscard]] std::vector<std::uint8_t> address() const override { return address_; }
+  [[nodiscard]] std::string name() const override { return "libfabric/" + base_.provider; }
+  [[nodiscard]] std::vector<std::uint8_t> address() const override {
+    if (!per_peer_) return shared_->address();
+    return {base_.name.begin(), base_.name.end()};
+  }
 
   void register_region(RegionRecord& record) override {
-    const Region& r = record.region;
-    fi_mr_attr attr{};
-    iovec iov{r.ptr, r.bytes};
-    attr.mr_iov = &iov;
-    attr.iov_count = 1;
-    attr.access = FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-    attr.requested_key = r.id;
-    if (r.type == MemoryType::DEVICE) {
-      SPILLWAY_EXPECTS((info_->caps & FI_HMEM) != 0,
-                       "libfabric: provider " + provider_ +
-                           " has no FI_HMEM here, so device memory cannot be registered "
-                           "with it; register pinned host memory instead");
-      attr.iface = FI_HMEM_CUDA;
-      attr.device.cuda = r.device;
-    }
-    fid_mr* mr = nullptr;
-    check(
-        fi_mr_regattr(domain_, &attr, r.type == MemoryType::DEVICE ? FI_HMEM_DEVICE_ONLY : 0, &mr),
-        "fi_mr_regattr");
-    if (info_->domain_attr->mr_mode & FI_MR_ENDPOINT) {
-      const int b = fi_mr_bind(mr, &ep_->fid, 0);
-      const int e = b == 0 ? fi_mr_enable(mr) : b;
-      if (e != 0) {
-        fi_close(&mr->fid);
-        check(e, "fi_mr_bind/fi_mr_enable");
+    const LaneKey key = shared_->register_region(record.region);
+    std::lock_guard lock(mutex_);
+    for (auto& [handle, peer] : peers_) {
+      try {
+        peer.lane->register_region(record.region);
+      } catch (const comm_error& e) {  // a lane stuck in the provider: its peer is gone
+        SPILLWAY_LOG(warn, std::string("transfer: ") + e.what());
       }
     }
-    record.handle = mr;
-    record.desc = fi_mr_desc(mr);
-    record.key = fi_mr_key(mr);
-    record.address = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR)
-                         ? reinterpret_cast<std::uintptr_t>(r.ptr)
-                         : 0;
+    regions_[record.region.id] = record.region;
+    record.key = key.key;
+    record.address = key.address;
   }
 
   void deregister_region(RegionRecord& record) noexcept override {
-    if (record.handle != nullptr) fi_close(&static_cast<fid_mr*>(record.handle)->fid);
-    record.handle = nullptr;
+    shared_->deregister_region(record.region.id);
+    std::lock_guard lock(mutex_);
+    for (auto& [handle, peer] : peers_) peer.lane->deregister_region(record.region.id);
+    regions_.erase(record.region.id);
   }
 
   std::uint64_t add_peer(std::span<const std::uint8_t> address) override {
@@ -211,320 +96,96 @@ class FabricBackend final : public Backend {
                      "libfabric: a peer address of " + std::to_string(address.size()) +
                          " bytes (1 to 1024 expected)",
                      corrupt_data_error);
-    fi_addr_t addr = FI_ADDR_UNSPEC;
-    const int n = fi_av_insert(av_, address.data(), 1, &addr, 0, nullptr);
-    SPILLWAY_EXPECTS(n == 1, "libfabric: fi_av_insert refused the peer's address", comm_error);
-    return addr;
+    if (!per_peer_) return shared_->add_peer(address);
+    const std::string theirs(address.begin(), address.end());
+    SPILLWAY_EXPECTS(theirs.find_first_of(std::string("\0./", 3)) == std::string::npos,
+                     "libfabric/shm: a peer name with '.', '/' or NUL in it", corrupt_data_error);
+    LaneOptions o = base_;
+    o.name = base_.name + "." + theirs;
+    o.one_peer = true;
+    auto lane = std::make_unique<Lane>(host_, o);
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, region] : regions_) lane->register_region(region);
+    const std::uint64_t handle = next_handle_++;
+    peers_.emplace(handle, PeerLane{std::move(lane), theirs + "." + base_.name});
+    return handle;
   }
 
   void remove_peer(std::uint64_t backend_peer) noexcept override {
-    // libfabric 1.17's shm unmaps the peer's region on fi_av_remove while its own queue still
-    // refers to it, and then faults in fi_cq_read (seen here with a peer killed mid-batch): its
-    // entries stay until the endpoint closes. The engine has ended the peer's tickets either way.
-    if (provider_ == "shm") return;
-    fi_addr_t addr = backend_peer;
-    fi_av_remove(av_, &addr, 1, 0);
-  }
-
-  void post(std::shared_ptr<Op> op) override { queue_.push_back(std::move(op)); }
-
-  bool progress() override {
-    bool did = poll_completions();
-    did = post_queued() || did;
-    if (written_ != nullptr) {  // peers' writes placed here since the last look
-      const std::uint64_t n = fi_cntr_read(written_);
-      did = did || n != written_seen_;
-      written_seen_ = n;
+    if (!per_peer_) {
+      shared_->remove_peer(backend_peer);
+      return;
     }
-    return did || !queue_.empty();
+    // The whole endpoint goes (shm's fi_av_remove unmaps the peer's memory while its queue
+    // still refers to it, and a later fi_cq_read faulted), once its thread has stopped: the
+    // engine's worker, which calls this, does not wait for it. A lane stuck on the dead
+    // peer's lock waits for the backend's end, which leaves it behind.
+    std::lock_guard lock(mutex_);
+    std::erase_if(retired_, [](const auto& lane) { return lane->stopped(); });
+    const auto it = peers_.find(backend_peer);
+    if (it == peers_.end()) return;
+    it->second.lane->retire();
+    retired_.push_back(std::move(it->second.lane));
+    peers_.erase(it);
   }
 
-  int wait_fd() override { return wait_fd_; }
-  bool may_sleep() override {
-    if (wait_fd_ < 0) return false;
-    fid* f = &cq_->fid;
-    return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
-  }
-
-  [[nodiscard]] EngineCounters counters() const override { return counters_; }
-
- private:
-  void open(const EngineOptions& options) {
-    check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
-    check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
-    fi_cq_attr cq_attr{};
-    cq_attr.format = FI_CQ_FORMAT_DATA;
-    cq_attr.wait_obj = FI_WAIT_FD;
-    if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) != 0) {
-      cq_attr.wait_obj = FI_WAIT_NONE;
-      check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
-    } else if (fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_) != 0) {
-      wait_fd_ = -1;
+  void post(std::shared_ptr<Op> op) override {
+    if (!per_peer_) {
+      shared_->post(std::move(op));
+      return;
     }
-    fi_av_attr av_attr{};
-    av_attr.type = FI_AV_TABLE;
-    check(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
-    check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
-    check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
-    check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
-    if ((info_->caps & FI_RMA_EVENT) != 0) {
-      fi_cntr_attr cntr_attr{};
-      cntr_attr.events = FI_CNTR_EVENTS_COMP;
-      cntr_attr.wait_obj = FI_WAIT_NONE;
-      check(fi_cntr_open(domain_, &cntr_attr, &written_, nullptr), "fi_cntr_open");
-      check(fi_ep_bind(ep_, &written_->fid, FI_REMOTE_WRITE | FI_REMOTE_READ), "fi_ep_bind(cntr)");
+    std::lock_guard lock(mutex_);
+    const auto it = peers_.find(op->backend_peer);
+    if (it == peers_.end()) {
+      op->ticket->finish(Status::peer_gone, "libfabric/shm: the peer was removed");
+      return;
     }
-    check(fi_enable(ep_), "fi_enable");
-    std::size_t len = 0;
-    fi_getname(&ep_->fid, nullptr, &len);
-    address_.resize(len);
-    check(fi_getname(&ep_->fid, address_.data(), &len), "fi_getname");
-    address_.resize(len);
-    max_msg_ = std::max<std::size_t>(info_->ep_attr->max_msg_size, 4096);
-    inject_ = info_->tx_attr->inject_size;
-    iov_per_msg_ = std::clamp<std::size_t>(
-        std::min(info_->tx_attr->iov_limit, info_->tx_attr->rma_iov_limit), 1, kMaxIov);
-    tx_size_ = std::max<std::size_t>(info_->tx_attr->size, 1);
-    ordered_ = (info_->tx_attr->msg_order & FI_ORDER_WAW) != 0;
-    delivery_complete_ = (info_->tx_attr->op_flags & FI_DELIVERY_COMPLETE) != 0;
-    SPILLWAY_EXPECTS(info_->domain_attr->cq_data_size >= 4,
-                     "libfabric: provider " + provider_ + " carries no 4-byte remote CQ data",
-                     comm_error);
-    SPILLWAY_LOG(debug, "libfabric: " + std::string(info_->fabric_attr->prov_name) + " tx queue " +
-                            std::to_string(tx_size_) + ", " + std::to_string(iov_per_msg_) +
-                            " pieces a message, inject " + std::to_string(inject_) +
-                            ", largest message " + std::to_string(max_msg_) +
-                            (ordered_ ? ", writes ordered" : ", writes unordered") +
-                            (delivery_complete_ ? ", delivery complete" : ", transmit complete") +
-                            (wait_fd_ >= 0 ? ", wait fd" : ", polled") + " (tx depth asked " +
-                            std::to_string(options.tx_queue_depth) + ")");
+    it->second.lane->post(std::move(op));
   }
 
-  void close_all() noexcept {
-    close_fid(ep_);
-    close_fid(written_);
-    close_fid(av_);
-    close_fid(cq_);
-    close_fid(domain_);
-    close_fid(fabric_);
-    if (info_ != nullptr) fi_freeinfo(info_);
-    info_ = nullptr;
+  void peer_added(std::uint64_t backend_peer) override {
+    if (per_peer_) host_.send_to_peer(backend_peer, kReady);  // its endpoint for this peer is there
   }
 
-  Context* acquire(std::shared_ptr<Op> op) {
-    if (free_.empty()) {
-      all_.push_back(std::make_unique<Context>());
-      free_.push_back(all_.back().get());
-    }
-    Context* c = free_.back();
-    free_.pop_back();
-    c->op = std::move(op);
+  void on_message(std::uint64_t backend_peer, std::span<const std::uint8_t> body) override {
+    SPILLWAY_EXPECTS(per_peer_ && body.size() == 1 && body[0] == kReady[0],
+                     "libfabric: a backend message of " + std::to_string(body.size()) +
+                         " bytes that is not the peer's ready",
+                     corrupt_data_error);
+    std::lock_guard lock(mutex_);
+    const auto it = peers_.find(backend_peer);
+    if (it == peers_.end()) return;
+    const std::string& to = it->second.endpoint;  // its address: the name, with its NUL
+    it->second.lane->start_posting(
+        std::span(reinterpret_cast<const std::uint8_t*>(to.c_str()), to.size() + 1));
+  }
+
+  bool progress() override { return false; }  // the lanes' threads do it
+  [[nodiscard]] bool self_driven() const override { return true; }
+
+  [[nodiscard]] EngineCounters counters() const override {
+    EngineCounters c;
+    shared_->add_counters(c);
+    std::lock_guard lock(mutex_);
+    for (const auto& [handle, peer] : peers_) peer.lane->add_counters(c);
     return c;
   }
-  void release(Context* c) {
-    c->op.reset();
-    free_.push_back(c);
-  }
 
-  /// Ends `op` well once everything of it has been posted and completed.
-  static void maybe_done(Op& op) {
-    if (op.next == op.chunks.size() && op.inflight == 0) op.ticket->finish(Status::ok);
-  }
-
-  bool poll_completions() {
-    bool did = false;
-    fi_cq_data_entry entries[64];
-    for (int round = 0; round < 64; ++round) {
-      const ssize_t n = fi_cq_read(cq_, entries, 64);
-      if (n == -FI_EAGAIN) break;
-      if (n == -FI_EAVAIL) {
-        read_error();
-        did = true;
-        continue;
-      }
-      check(static_cast<int>(n < 0 ? n : 0), "fi_cq_read");
-      did = true;
-      for (ssize_t i = 0; i < n; ++i) {
-        const auto& e = entries[i];
-        if ((e.flags & FI_REMOTE_CQ_DATA) && !(e.flags & (FI_WRITE | FI_READ))) {
-          host_.deliver_imm(static_cast<std::uint32_t>(e.data));  // a peer's batch landed
-          continue;
-        }
-        auto* c = static_cast<Context*>(e.op_context);
-        if (c == nullptr) continue;
-        Op& op = *c->op;
-        --op.inflight;
-        --per_peer_[op.backend_peer];
-        op.completed += c->chunks;
-        maybe_done(op);
-        release(c);
-      }
-      if (n < 64) break;
-    }
-    return did;
-  }
-
-  void read_error() {
-    fi_cq_err_entry err{};
-    if (fi_cq_readerr(cq_, &err, 0) != 1) return;
-    if ((err.flags & FI_REMOTE_CQ_DATA) && !(err.flags & (FI_WRITE | FI_READ))) return;
-    auto* c = static_cast<Context*>(err.op_context);
-    if (c == nullptr) return;
-    Op& op = *c->op;
-    --op.inflight;
-    --per_peer_[op.backend_peer];
-    const char* text = fi_cq_strerror(cq_, err.prov_errno, err.err_data, nullptr, 0);
-    const std::string why = std::string("libfabric: a ") + (op.is_read ? "read" : "write") +
-                            " failed: " + fi_strerror(err.err) + " (" + (text ? text : "") + ")";
-    op.ticket->finish(peer_unreachable(err) ? Status::peer_gone : Status::error, why);
-    release(c);
-  }
-
-  /// Posts from the queue, oldest first, until the provider says -FI_EAGAIN.
-  bool post_queued() {
-    bool did = false;
-    for (auto it = queue_.begin(); it != queue_.end();) {
-      Op& op = **it;
-      if (op.ticket->ended()) {
-        if (op.inflight == 0) {
-          it = queue_.erase(it);
-        } else {
-          ++it;
-        }
-        continue;
-      }
-      const int r = post_some(*it);
-      did = did || r > 0;
-      if (r < 0) break;  // the provider's queue is full
-      if (op.next == op.chunks.size()) {
-        it = queue_.erase(it);  // all posted; completions end it
-        continue;
-      }
-      ++it;
-    }
-    return did;
-  }
-
-  /// Posts `op`'s next pieces: as many as the transmit queue has room for, the last of them
-  /// without FI_MORE. @returns the count posted, or -1 when the provider refused one
-  int post_some(const std::shared_ptr<Op>& sp) {
-    Op& op = *sp;
-    int posted = 0;
-    // A peer may hold at most a quarter of the transmit queue: a peer that dies with writes
-    // outstanding (which a provider such as shm never completes) leaves room for the others.
-    std::size_t& mine = per_peer_[op.backend_peer];
-    const std::size_t cap = std::max<std::size_t>(1, tx_size_ / 4);
-    const std::size_t total = inflight_total();
-    const std::size_t room =
-        std::min(tx_size_ > total ? tx_size_ - total : 0, cap > mine ? cap - mine : 0);
-    if (room == 0) return 0;
-    for (std::size_t burst = 0; op.next < op.chunks.size() && burst < room; ++burst) {
-      // One message carries up to iov_per_msg_ pieces (chunks, or parts of chunks over the
-      // largest message): the provider's cost is per message, not per byte.
-      std::array<iovec, kMaxIov> iov{};
-      std::array<void*, kMaxIov> desc{};
-      std::array<fi_rma_iov, kMaxIov> rma{};
-      std::size_t count = 0;
-      std::size_t bytes = 0;
-      std::size_t next = op.next;
-      std::size_t next_byte = op.next_byte;
-      bool last_piece = false;
-      while (count < iov_per_msg_ && next < op.chunks.size() && bytes < kGroupBelow) {
-        const Chunk& c = op.chunks[next];
-        const std::size_t length = std::min(c.length - next_byte, max_msg_);
-        if (count > 0 && bytes + length > max_msg_) break;
-        // A piece the provider can inject goes alone: grouped, it lost that fast path (shm at
-        // 4 KiB: 0.19-0.21 of the contiguous write, against 0.23-0.25).
-        const bool injectable = length <= inject_;
-        if (count > 0 && injectable) break;
-        const bool last = next + 1 == op.chunks.size() && next_byte + length == c.length;
-        // Unless writes are placed in order, the imm goes after the rest have completed.
-        if (last && op.imm && !(ordered_ && !op.is_read) && (op.inflight > 0 || count > 0)) break;
-        const std::size_t local_at = (op.is_read ? c.dst_offset : c.src_offset) + next_byte;
-        const std::size_t remote_at = (op.is_read ? c.src_offset : c.dst_offset) + next_byte;
-        iov[count] = {static_cast<std::uint8_t*>(op.local.region.ptr) + local_at, length};
-        desc[count] = op.local.desc;
-        rma[count] = {op.remote_key.address + remote_at, length, op.remote_key.key};
-        ++count;
-        bytes += length;
-        last_piece = last;
-        next_byte += length;
-        if (next_byte == c.length) {
-          ++next;
-          next_byte = 0;
-        }
-        if (injectable) break;
-      }
-      if (count == 0) break;  // the imm's write waits for the others
-      const bool more = !last_piece && burst + 1 < room;
-      Context* ctx = acquire(sp);
-      ctx->chunks = next - op.next;
-      fi_msg_rma msg{};
-      msg.msg_iov = iov.data();
-      msg.desc = desc.data();
-      msg.iov_count = count;
-      msg.addr = op.backend_peer;
-      msg.rma_iov = rma.data();
-      msg.rma_iov_count = count;
-      msg.context = &ctx->fi;
-      std::uint64_t flags = FI_COMPLETION | (more ? FI_MORE : 0);
-      // In order, the last write's delivery vouches for the batch; else each write's does.
-      if (!op.is_read && delivery_complete_ && (last_piece || !ordered_)) {
-        flags |= FI_DELIVERY_COMPLETE;
-      }
-      if (last_piece && op.imm) {
-        msg.data = *op.imm;
-        flags |= FI_REMOTE_CQ_DATA;
-      }
-      const ssize_t rc = op.is_read ? fi_readmsg(ep_, &msg, flags) : fi_writemsg(ep_, &msg, flags);
-      if (rc == -FI_EAGAIN) {
-        release(ctx);
-        ++counters_.eagain;
-        return -1;
-      }
-      if (rc != 0) {
-        release(ctx);
-        op.ticket->finish(
-            connection_error(static_cast<int>(-rc)) ? Status::peer_gone : Status::error,
-            std::string("libfabric: ") + (op.is_read ? "fi_readmsg" : "fi_writemsg") +
-                " failed: " + fi_strerror(static_cast<int>(-rc)));
-        return posted;
-      }
-      ++op.inflight;
-      ++mine;
-      ++posted;
-      counters_.chunks_posted += count;
-      op.next = next;
-      op.next_byte = next_byte;
-    }
-    return posted;
-  }
-
-  std::size_t inflight_total() const noexcept { return all_.size() - free_.size(); }
+ private:
+  struct PeerLane {
+    std::unique_ptr<Lane> lane;
+    std::string endpoint;  // the name of the peer's endpoint for this engine
+  };
 
   BackendHost& host_;
-  std::string provider_;
-  fi_info* info_{nullptr};
-  fid_fabric* fabric_{nullptr};
-  fid_domain* domain_{nullptr};
-  fid_cq* cq_{nullptr};
-  fid_av* av_{nullptr};
-  fid_ep* ep_{nullptr};
-  fid_cntr* written_{nullptr};  // peers' writes and reads here (FI_RMA_EVENT), or none
-  std::uint64_t written_seen_{0};
-  int wait_fd_{-1};
-  std::vector<std::uint8_t> address_;
-  std::size_t max_msg_{0};
-  std::size_t iov_per_msg_{1};  // pieces per message: the provider's iov and rma_iov limits
-  std::size_t inject_{0};       // the provider's inject size
-  std::size_t tx_size_{1};
-  bool ordered_{false};
-  bool delivery_complete_{false};
-  std::deque<std::shared_ptr<Op>> queue_;
-  std::unordered_map<std::uint64_t, std::size_t> per_peer_;  // posted, not completed
-  std::vector<std::unique_ptr<Context>> all_;
-  std::vector<Context*> free_;
-  EngineCounters counters_;
+  const bool per_peer_;
+  LaneOptions base_;
+  std::unique_ptr<Lane> shared_;
+  mutable std::mutex mutex_;  // over peers_ and regions_
+  std::map<std::uint64_t, PeerLane> peers_;
+  std::vector<std::unique_ptr<Lane>> retired_;  // lanes of peers that are gone
+  std::map<std::uint64_t, Region> regions_;
+  std::uint64_t next_handle_{0};
 };
 
 }  // namespace

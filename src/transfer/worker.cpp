@@ -77,7 +77,7 @@ void TransferEngine::Impl::check_deadlines() {
       op->ticket->finish(Status::timed_out, "the batch of " + std::to_string(op->chunks.size()) +
                                                 " chunks to peer " + std::to_string(op->peer) +
                                                 " passed its deadline with " +
-                                                std::to_string(op->completed) + " done");
+                                                std::to_string(op->completed.load()) + " done");
     }
   }
   std::erase_if(ops, [](const auto& op) { return op->ticket->ended(); });
@@ -186,7 +186,11 @@ void TransferEngine::Impl::poll_sockets(bool busy) {
         watched.push_back({peer, c.get()});
       }
     }
-    busy = busy || !ops.empty() || !submitted.empty();
+    // Operations of a backend with threads of its own (libfabric) are not the worker's to
+    // spin for: it wakes for their deadlines, as for heartbeats.
+    busy = busy || !submitted.empty() || std::any_of(ops.begin(), ops.end(), [&](const auto& op) {
+             return !backends[op->backend]->self_driven();
+           });
   }
   bool may_sleep = true;
   {

@@ -8,6 +8,7 @@
 
 #include "transfer/detail/ticket_state.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,7 +35,7 @@ struct Op {
   bool is_read{false};
   PeerId peer{0};
   std::size_t backend{0};         ///< which of the engine's backends carries it
-  std::uint64_t backend_peer{0};  ///< that backend's address of the peer (an fi_addr_t)
+  std::uint64_t backend_peer{0};  ///< that backend's handle of the peer (it may rewrite it)
   RegionRecord local;             ///< a copy: deregistering while in flight is the user's bug
   RemoteRegion remote;
   RemoteKey remote_key;  ///< `remote`'s key of the backend that carries it
@@ -47,7 +48,7 @@ struct Op {
   std::size_t next_byte{0};  ///< how much of that chunk is posted (chunks over the backend's
                              ///< largest message go out in pieces)
   std::size_t inflight{0};   ///< posted, not completed
-  std::size_t completed{0};
+  std::atomic<std::size_t> completed{0};  ///< read by the engine's worker for its messages
 };
 
 /// What a backend calls back, on the thread that drives it (each backend of an engine has a
@@ -80,6 +81,9 @@ class Backend {
   virtual void deregister_region(RegionRecord& record) noexcept = 0;
   /// The backend's handle of a peer at `address`.
   virtual std::uint64_t add_peer(std::span<const std::uint8_t> address) = 0;
+  /// The engine knows the peer at `backend_peer` now (so BackendHost::send_to_peer reaches
+  /// it): a backend that must tell the peer something before they transfer does it here.
+  virtual void peer_added(std::uint64_t /*backend_peer*/) {}
   /// Forgets the peer; what is in flight to it is abandoned (its tickets ended by the engine).
   virtual void remove_peer(std::uint64_t backend_peer) noexcept = 0;
   /// Whether the backend can carry a batch between memory of these kinds (both registered
@@ -91,6 +95,9 @@ class Backend {
   virtual void post(std::shared_ptr<Op> op) = 0;
   /// Polls completions, then posts what is queued. @returns whether anything happened
   virtual bool progress() = 0;
+  /// Whether the backend drives its operations on threads of its own (libfabric): the
+  /// engine's worker then neither polls it nor counts its operations as work to spin for.
+  [[nodiscard]] virtual bool self_driven() const { return false; }
   /// What the backend of peer `backend_peer` sent with BackendHost::send_to_peer.
   /// @throws spillway::corrupt_data_error for a malformed message (the peer is then failed)
   virtual void on_message(std::uint64_t /*backend_peer*/, std::span<const std::uint8_t> /*body*/) {
