@@ -1,5 +1,7 @@
 #include "comm/detail/mpi_ipc.hpp"
 
+#include "comm/detail/device_window.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/core/logging.hpp>
 #include <spillway/core/options.hpp>
@@ -34,7 +36,8 @@ IpcWindows::IpcWindows(MPI_Comm comm, int rank, int size, BufferResource& br)
                 std::min<std::size_t>(static_cast<std::size_t>(len), mine.host.size() - 1));
   }
   const OptionValues opts = options::get();
-  const std::size_t want = opts.mpi_ipc_window / opts.mpi_ipc_slot;
+  const std::size_t want =
+      detail::window_bytes(opts.mpi_ipc_window, br, opts.mpi_ipc_slot) / opts.mpi_ipc_slot;
   if (want > 0 && br.is_live(MemoryType::DEVICE) && size > 1) {
     try {
       charge_ = br.try_reserve(MemoryType::DEVICE, want * opts.mpi_ipc_slot);

@@ -67,8 +67,11 @@ TransferCore::TransferCore(BufferResource& br, Rank me, int nranks, std::string 
   host_.peer_of.assign(static_cast<std::size_t>(nranks), 0);
   device_.peer_of.assign(static_cast<std::size_t>(nranks), 0);
   watch(host_);
+  window = window_bytes(window, br, 1);
   if (!device || window == 0) return;
   try {
+    window_charge_ = br.try_reserve(MemoryType::DEVICE, window);
+    if (!window_charge_) SPILLWAY_FAIL("no room under the device limit", comm_error);
     window_ = std::make_unique<DeviceWindow>(window);
     device_.engine = std::make_unique<tx::TransferEngine>(*device);
     window_region_ = device_.engine->register_memory(window_->data(), window, MemoryType::DEVICE,
@@ -79,6 +82,7 @@ TransferCore::TransferCore(BufferResource& br, Rank me, int nranks, std::string 
                                << "); device buffers are staged through host memory");
     device_.engine.reset();
     window_.reset();
+    window_charge_.reset();
   }
 }
 

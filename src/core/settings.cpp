@@ -317,8 +317,8 @@ const Field<std::size_t> mpi_ipc_window{
     &OptionValues::mpi_ipc_window,
     "1GiB",
     "Device memory each rank of the `mpi` communicator sets aside for peers on its node to copy "
-    "device buffers into over CUDA IPC; 0: no CUDA IPC (device buffers are staged through "
-    "pinned host memory).",
+    "device buffers into over CUDA IPC, at most a quarter of a device limit (it counts against "
+    "it); 0: no CUDA IPC (device buffers are staged through pinned host memory).",
     parse_size,
     show_bytes};
 const Field<std::size_t> mpi_ipc_slot{
@@ -380,9 +380,10 @@ const Field<std::size_t> transfer_ipc_window{
     &OptionValues::transfer_ipc_window,
     "4GiB",
     "Device memory each rank of the `transfer` communicator sets aside for peers on its node to "
-    "write device buffers into over CUDA IPC (the engine's cuda_ipc backend); a receive that "
-    "finds too little of it free, or 0, is staged through pinned host memory (far slower: room "
-    "for all receives in flight matters).",
+    "write device buffers into over CUDA IPC (the engine's cuda_ipc backend), at most a quarter "
+    "of a device limit (it counts against it); a receive that finds too little of it free, or "
+    "0, is staged through pinned host memory (far slower: room for all receives in flight "
+    "matters).",
     parse_size,
     show_bytes};
 const Field<LogLevel> log_level{

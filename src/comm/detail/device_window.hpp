@@ -4,13 +4,28 @@
 // a first-fit allocator of ranges of it. Not thread-safe: its owner locks.
 
 #include <spillway/core/cuda.hpp>
+#include <spillway/memory/buffer_resource.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <iterator>
 #include <map>
 #include <optional>
 
 namespace spillway::detail {
+
+/// The bytes a rank sets aside for peers' device writes (a window of the `mpi` or `transfer`
+/// communicator) out of `setting`: all of it without a device limit, else at most a quarter of
+/// the limit, which the window is charged to (a window of the whole setting left a small
+/// limit no room to work in); whole `granule`s.
+inline std::size_t window_bytes(std::size_t setting, const BufferResource& br,
+                                std::size_t granule) {
+  std::size_t bytes = setting;
+  if (br.is_live(MemoryType::DEVICE) && br.limit(MemoryType::DEVICE) != unlimited_bytes) {
+    bytes = std::min(bytes, br.limit(MemoryType::DEVICE) / 4);
+  }
+  return granule == 0 ? 0 : bytes / granule * granule;
+}
 
 class DeviceWindow {
  public:

@@ -197,6 +197,7 @@ class TransferCore : public std::enable_shared_from_this<TransferCore> {
 
   // Last: the engines go first, so that their failure callbacks and workers never outlive the
   // above, and before the window they may write into.
+  std::optional<MemoryReservation> window_charge_;  // the window's bytes, under the device limit
   std::unique_ptr<DeviceWindow> window_;
   transfer::Region window_region_;
   TransferPath host_;
