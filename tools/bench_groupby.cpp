@@ -7,7 +7,10 @@
 // rows (rows - 1) / 2, the minima (each the smallest g of its residue) to K (K - 1) / 2 and
 // the maxima to a sum over the K residues. Each run checks all five, over all ranks. With
 // --gpu the input is in device memory (copied there before each run, untimed) and every step
-// runs on the GPU. DuckDB's GROUP BY of the same shape is bench/groupby_duckdb_sql.py's.
+// runs on the GPU. Under a limit (or with --piece) the input is staged in host memory before
+// the clock (tools/staged_input.hpp) and handed over in pieces, each copied into the rank's
+// memory when the group-by asks for it (timed); on the GPU the PCIe floor of that is printed
+// beside the figure. DuckDB's GROUP BY of the same shape is bench/groupby_duckdb_sql.py's.
 #include <spillway/comm/collectives.hpp>
 #include <spillway/comm/launch.hpp>
 #include <spillway/comm/mpi.hpp>
@@ -29,6 +32,8 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "pcie.hpp"
+#include "staged_input.hpp"
 
 using namespace spillway;
 using Clock = std::chrono::steady_clock;
@@ -44,7 +49,9 @@ struct Options {
   bool gpu{false};
   long long host_limit_mib{-1};
   long long device_limit_mib{-1};
-  long long piece_mib{-1};  // -1: the whole input at once
+  long long piece_mib{-1};  // --piece; -1: not given
+  std::size_t piece{0};     // bytes of a staged piece (tools::piece_bytes); 0: the input whole
+  bool pageable{false};
   int runs{3};
   int warmups{1};
 };
@@ -57,13 +64,18 @@ struct Options {
       "  --ranks N             ranks of -C local (default 2)\n"
       "  -n N                  rows per rank (default 4000000)\n"
       "  -k N                  distinct keys in all (default 1000000)\n"
-      "  --partitions N        partitions of the shuffle (default: 8 per rank, 1 with --gpu)\n"
+      "  --partitions N        partitions of the shuffle (default: 8 per rank, 1 with --gpu; "
+      "under\n"
+      "                        a limit enough for a partition's groups to take a sixteenth of it)\n"
       "  --gpu                 input in device memory, every step on the GPU\n"
       "  --host-limit MIB      HOST limit per rank (default: the settings')\n"
       "  --device-limit MIB    DEVICE limit per rank, with --gpu (default: the settings')\n"
-      "  --piece MIB           give the group-by the input in pieces of this size, each copied\n"
-      "                        (to the device with --gpu) as it is asked for, timed (default:\n"
-      "                        the whole input, copied before the clock starts)\n"
+      "  --piece MIB           stage the input in host memory before the clock and give it to\n"
+      "                        the group-by in pieces of this size, each copied into the\n"
+      "                        rank's memory (with --gpu to the device) as it is asked for,\n"
+      "                        timed (default under a limit: an eighth of it, 64 KiB to 64\n"
+      "                        MiB; else the whole input, copied before the clock starts)\n"
+      "  --pageable            stage in pageable host memory (default: page-locked)\n"
       "  -r N                  timed runs (default 3)\n"
       "  -w N                  warm-up runs (default 1)\n"
       "  -h                    this help\n");
@@ -96,6 +108,8 @@ Options parse(int argc, char** argv) {
       o.device_limit_mib = number(i, 1, 1LL << 30);
     } else if (a == "--piece") {
       o.piece_mib = number(i, 1, 1LL << 30);
+    } else if (a == "--pageable") {
+      o.pageable = true;
     } else if (a == "-r") {
       o.runs = static_cast<int>(number(i, 1, 1000));
     } else if (a == "-w") {
@@ -105,6 +119,8 @@ Options parse(int argc, char** argv) {
     }
   }
   if (o.device_limit_mib > 0 && !o.gpu) usage("--device-limit needs --gpu");
+  o.piece = tools::piece_bytes(o.piece_mib, o.host_limit_mib, o.device_limit_mib);
+  if (o.pageable && o.piece == 0) usage("--pageable stages pieces: give --piece or a limit");
   return o;
 }
 
@@ -115,21 +131,27 @@ std::uint64_t stride_for(std::uint64_t k) {
   return p;
 }
 
-/// This rank's rows (keys, values) as a HOST table.
-Table make_input(const Options& o, Rank rank, BufferResource& br) {
+/// This rank's rows [begin, end) (keys, values), on the host.
+tools::StagedInput::Columns input_columns(const Options& o, Rank rank, std::size_t begin,
+                                          std::size_t end) {
   const std::uint64_t p = stride_for(o.groups);
-  auto keys = br.allocate(MemoryType::HOST, o.rows * 8);
-  auto values = br.allocate(MemoryType::HOST, o.rows * 8);
-  auto* k = reinterpret_cast<std::int64_t*>(keys->data());
-  auto* v = reinterpret_cast<std::int64_t*>(values->data());
-  for (std::size_t i = 0; i < o.rows; ++i) {
+  tools::StagedInput::Columns c(2, std::vector<std::int64_t>(end - begin));
+  for (std::size_t i = begin; i < end; ++i) {
     const std::uint64_t g = static_cast<std::uint64_t>(rank) * o.rows + i;
-    k[i] = static_cast<std::int64_t>(g % o.groups * p % o.groups);  // (both < 2^31)
-    v[i] = static_cast<std::int64_t>(g);
+    c[0][i - begin] = static_cast<std::int64_t>(g % o.groups * p % o.groups);  // (both < 2^31)
+    c[1][i - begin] = static_cast<std::int64_t>(g);
   }
+  return c;
+}
+
+/// This rank's rows as a HOST table.
+Table make_input(const Options& o, Rank rank, BufferResource& br) {
   std::vector<Column> cols;
-  cols.emplace_back(TypeId::INT64, o.rows, std::move(keys));
-  cols.emplace_back(TypeId::INT64, o.rows, std::move(values));
+  for (auto& v : input_columns(o, rank, 0, o.rows)) {
+    auto b = br.allocate(MemoryType::HOST, v.size() * 8);
+    if (!v.empty()) std::memcpy(b->data(), v.data(), v.size() * 8);
+    cols.emplace_back(TypeId::INT64, v.size(), std::move(b));
+  }
   return Table(std::move(cols), {"k", "v"});
 }
 
@@ -169,13 +191,34 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
     throw std::runtime_error("--gpu: no GPU here, or spillway was built without CUDA");
   }
   const int n = comm.nranks();
-  const Table input = make_input(o, comm.rank(), br);
+  // The whole input in the rank's host memory, or staged outside it in pieces.
+  std::optional<Table> input;
+  std::unique_ptr<tools::StagedInput> staged;
+  if (o.piece == 0) {
+    input = make_input(o, comm.rank(), br);
+  } else {
+    staged = std::make_unique<tools::StagedInput>(!o.pageable);
+    tools::stage(*staged, o.rows, o.piece / 16,
+                 [&](std::size_t b, std::size_t e) { return input_columns(o, comm.rank(), b, e); });
+  }
+  double pcie_gbps = 0;  // the H2D ceiling of all ranks at once, for the floor of a staged run
+  if (o.gpu && staged) {
+    pcie_gbps = tools::pcie_ceilings_of_ranks(comm.rank() == 0, [&] { comm.barrier(); })[2];
+  }
   const std::vector<std::uint64_t> want = expected(o, n);
   const std::uint64_t total = static_cast<std::uint64_t>(o.rows) * n;
   const double input_bytes = double(total) * 16;
-  // (Smaller partitions keep a CPU aggregation's table in cache; the GPU's want few.)
-  const std::uint32_t partitions =
+  // (Smaller partitions keep a CPU aggregation's table in cache; the GPU's want few. Under a
+  // limit, a partition's groups, 40 bytes each, take at most a sixteenth of it: they are
+  // merged with a batch of partials and aggregated again beside them.)
+  std::uint32_t partitions =
       o.partitions != 0 ? o.partitions : static_cast<std::uint32_t>(n * (o.gpu ? 1 : 8));
+  if (const std::size_t limit = br.limit(o.gpu ? MemoryType::DEVICE : MemoryType::HOST);
+      o.partitions == 0 && limit != unlimited_bytes) {
+    const std::size_t per_rank = std::max<std::size_t>(
+        1, (o.groups * 40 + limit / 16 - 1) / (limit / 16) / static_cast<std::size_t>(n) + 1);
+    partitions = std::max(partitions, static_cast<std::uint32_t>(per_rank * n));
+  }
   const std::vector<std::size_t> keys{0};
   const std::vector<Aggregation> aggs{
       {1, AggOp::count}, {1, AggOp::sum}, {1, AggOp::min}, {1, AggOp::max}};
@@ -189,8 +232,15 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
     h << "spillway-bench-groupby: -C " << o.comm << " | nranks " << n << " | "
       << (o.gpu ? "GPU" : "CPU") << " | " << total << " rows (int64 key, int64 value; "
       << format_bytes(input_bytes) << " in all) into " << o.groups
-      << " groups: count, sum, min, max\nplan: partial aggregates per "
-      << (o.piece_mib > 0 ? "piece of " + std::to_string(o.piece_mib) + " MiB" : "rank")
+      << " groups: count, sum, min, max"
+      << (staged ? std::string("\ninput staged in ") +
+                       (staged->pinned() ? "page-locked" : "pageable") +
+                       " host memory, given in pieces copied " +
+                       (o.gpu ? "to the device" : "into the rank's memory") +
+                       " as the group-by asks for them (timed)"
+                 : std::string())
+      << "\nplan: partial aggregates per "
+      << (o.piece > 0 ? "piece of " + format_bytes(static_cast<double>(o.piece)) : "rank")
       << ", a shuffle of them into " << partitions
       << " partitions, the final aggregation of each\nMemory: " << br.usage();
     say(h.str());
@@ -202,31 +252,19 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
   for (int run = 0; run < o.warmups + o.runs; ++run) {
     for (MemoryType t : all_memory_types) br.reset_peak(t);
     const MemoryType to = o.gpu ? MemoryType::DEVICE : MemoryType::HOST;
-    const std::size_t piece_rows =
-        o.piece_mib > 0 ? std::max<std::size_t>(1, static_cast<std::size_t>(o.piece_mib) * MiB / 16)
-                        : o.rows;
-    std::size_t at = o.piece_mib > 0 ? 0 : o.rows;  // (the whole input is one piece)
-    std::optional<Table> whole;  // without --piece: copied before the clock starts
-    if (o.piece_mib <= 0) whole = slice_to(input, 0, o.rows, to, br);
+    std::optional<Table> whole;  // without pieces: copied before the clock starts
+    if (input) whole = slice_to(*input, 0, o.rows, to, br);
     br.stream().synchronize();
-    const ops::TableSource source = [&]() -> std::optional<Table> {
-      if (whole) return std::exchange(whole, std::nullopt);
-      if (at >= o.rows) return std::nullopt;
-      const std::size_t end = std::min(o.rows, at + piece_rows);
-      Table t = slice_to(input, at, end, to, br);
-      at = end;
-      return t;
-    };
-    // The totals of this rank's groups, taken on the host after the clock stops.
-    std::vector<Table> outs;
-    comm.barrier();
-    const auto t0 = Clock::now();
-    ops::groupby(comm, br, source, keys, aggs, go,
-                 [&](std::uint32_t, Table&& t) { outs.push_back(std::move(t)); });
-    br.stream().synchronize();
-    const double mine = std::chrono::duration<double>(Clock::now() - t0).count();
+    const ops::TableSource source =
+        staged ? staged->source(to, br, {"k", "v"})
+               : [&]() -> std::optional<Table> { return std::exchange(whole, std::nullopt); };
+    // The totals of this rank's groups, taken on the host: after the clock stops, or, under a
+    // limit (the groups of all partitions may not fit it), as each partition's come, that time
+    // taken out.
     std::vector<std::uint64_t> got(5, 0);
-    for (const Table& t : outs) {
+    double summing = 0;
+    const auto add_up = [&](const Table& t) {
+      const auto c0 = Clock::now();
       const Table h = copy_table(t, MemoryType::HOST, br, br.stream());
       br.stream().synchronize();
       const TableView v = h.view();
@@ -236,7 +274,21 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
           got[c] += static_cast<std::uint64_t>(v.columns[c].value<std::int64_t>(g));
         }
       }
-    }
+      summing += std::chrono::duration<double>(Clock::now() - c0).count();
+    };
+    std::vector<Table> outs;
+    comm.barrier();
+    const auto t0 = Clock::now();
+    ops::groupby(comm, br, source, keys, aggs, go, [&](std::uint32_t, Table&& t) {
+      if (staged) {
+        add_up(t);
+      } else {
+        outs.push_back(std::move(t));
+      }
+    });
+    br.stream().synchronize();
+    const double mine = std::chrono::duration<double>(Clock::now() - t0).count() - summing;
+    for (const Table& t : outs) add_up(t);
     outs.clear();
     const double slowest = allreduce(comm, 900, std::span(&mine, 1), ReduceOp::max)[0];
     const auto all = allreduce(comm, 901, std::span(got), ReduceOp::sum);
@@ -262,6 +314,10 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
                                          : format_bytes(double(br.limit(t))));
   }
   say(m.str());
+  if (pcie_gbps > 0) {
+    say(tools::pcie_floor_line(comm, double(o.rows) * 16, br.limit(MemoryType::DEVICE), pcie_gbps,
+                               med));
+  }
   return valid ? 0 : 1;
 }
 

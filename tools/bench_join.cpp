@@ -2,8 +2,11 @@
 // a build side (right) on int64 keys with int64 payloads, timed per run and validated against
 // what each probe row must become (tools/join_rows.hpp): match rate, uniform, Zipf or one hot
 // key, join type and payload columns are flags. With --gpu the tables are in device memory
-// (copied there before each run, untimed) and the join runs on the GPU. DuckDB on the same
-// shape of data is bench/join_duckdb_sql.py's.
+// (copied there before each run, untimed) and the join runs on the GPU. Under a limit (or with
+// --piece) the input is staged in host memory before the clock (tools/staged_input.hpp) and
+// handed over in pieces, each copied into the rank's memory when the join asks for it (timed);
+// on the GPU the PCIe floor of that is printed beside the figure. DuckDB on the same shape of
+// data is bench/join_duckdb_sql.py's.
 #include <spillway/comm/collectives.hpp>
 #include <spillway/comm/launch.hpp>
 #include <spillway/comm/mpi.hpp>
@@ -26,6 +29,8 @@
 
 #include "cli.hpp"
 #include "join_rows.hpp"
+#include "pcie.hpp"
+#include "staged_input.hpp"
 
 using namespace spillway;
 using Clock = std::chrono::steady_clock;
@@ -41,7 +46,9 @@ struct Options {
   long long chunk_mib{0};       // 0: the library's default
   long long host_limit_mib{-1};
   long long device_limit_mib{-1};
-  long long piece_mib{-1};  // -1: whole tables, or 64 under a device limit
+  long long piece_mib{-1};  // --piece; -1: not given
+  std::size_t piece{0};     // bytes of a staged piece (tools::piece_bytes); 0: the input whole
+  bool pageable{false};
   bool gpu{false};
   int runs{3};
   int warmups{1};
@@ -68,10 +75,12 @@ struct Options {
       "  --gpu                 tables in device memory, the join on the GPU\n"
       "  --host-limit MIB      HOST limit per rank (default: the settings')\n"
       "  --device-limit MIB    DEVICE limit per rank, with --gpu (default: the settings')\n"
-      "  --piece MIB           give the join each side in pieces of this size, each made (and\n"
-      "                        with --gpu copied to the device) when the join asks for it,\n"
-      "                        timed (default: whole tables made before the runs; 64 under\n"
-      "                        --device-limit)\n"
+      "  --piece MIB           stage each side in host memory before the clock and give it to\n"
+      "                        the join in pieces of this size, each copied into the rank's\n"
+      "                        memory (with --gpu to the device) when the join asks for it,\n"
+      "                        timed (default under a limit: an eighth of it, 64 KiB to 64\n"
+      "                        MiB; else whole tables made before the runs)\n"
+      "  --pageable            stage in pageable host memory (default: page-locked)\n"
       "  -r N                  timed runs (default 3)\n"
       "  -w N                  warm-up runs (default 1)\n"
       "  -h                    this help\n");
@@ -128,6 +137,8 @@ Options parse(int argc, char** argv) {
       o.device_limit_mib = number(i, 1, 1LL << 30);
     } else if (a == "--piece") {
       o.piece_mib = number(i, 1, 1LL << 30);
+    } else if (a == "--pageable") {
+      o.pageable = true;
     } else if (a == "--gpu") {
       o.gpu = true;
     } else if (a == "-r") {
@@ -140,7 +151,8 @@ Options parse(int argc, char** argv) {
   }
   if (o.device_limit_mib > 0 && !o.gpu) usage("--device-limit needs --gpu");
   if (o.shape.zipf > 0 && o.shape.skew > 0) usage("--zipf and --skew are two key distributions");
-  if (o.piece_mib < 0 && o.device_limit_mib > 0) o.piece_mib = 64;
+  o.piece = tools::piece_bytes(o.piece_mib, o.host_limit_mib, o.device_limit_mib);
+  if (o.pageable && o.piece == 0) usage("--pageable stages pieces: give --piece or a limit");
   return o;
 }
 
@@ -158,11 +170,25 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
     want = rows.want(oracle);
   }
   // Whole tables are made once, in host memory (then copied to the device before each run
-  // with --gpu); pieces are made as the join asks for them, so no side is ever whole.
+  // with --gpu); pieces are staged in host memory outside the rank's budget.
   std::optional<Table> probe_table, build_table;
-  if (o.piece_mib <= 0) {
+  std::unique_ptr<tools::StagedInput> probe_in, build_in;
+  if (o.piece == 0) {
     probe_table = rows.probe(0, o.shape.probe, MemoryType::HOST, br);
     build_table = rows.build(0, o.shape.build, MemoryType::HOST, br);
+  } else {
+    const std::size_t piece_rows = o.piece / rows.row_bytes();
+    probe_in = std::make_unique<tools::StagedInput>(!o.pageable);
+    build_in = std::make_unique<tools::StagedInput>(!o.pageable);
+    tools::stage(*probe_in, o.shape.probe, piece_rows,
+                 [&](std::size_t b, std::size_t e) { return rows.probe_columns(b, e); });
+    tools::stage(*build_in, o.shape.build, piece_rows,
+                 [&](std::size_t b, std::size_t e) { return rows.build_columns(b, e); });
+  }
+  // The PCIe ceiling of all ranks at once, for the floor of a run staged on the host.
+  double pcie_gbps = 0;
+  if (o.gpu && probe_in) {
+    pcie_gbps = tools::pcie_ceilings_of_ranks(comm.rank() == 0, [&] { comm.barrier(); })[2];
   }
   const std::uint64_t total_build = static_cast<std::uint64_t>(o.shape.build) * n;
   const std::uint64_t total_probe = static_cast<std::uint64_t>(o.shape.probe) * n;
@@ -183,10 +209,13 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
       << (o.shape.zipf > 0   ? "Zipf " + std::to_string(o.shape.zipf)
           : o.shape.skew > 0 ? "uniform, key 0 for " + std::to_string(o.shape.skew)
                              : std::string("uniform"))
-      << (o.piece_mib > 0 ? " | input made in pieces of " + std::to_string(o.piece_mib) +
-                                " MiB as the join asks for them (timed)" +
-                                (o.gpu ? ", each copied to the device" : "")
-                          : std::string())
+      << (o.piece > 0 ? std::string(" | input staged in ") +
+                            (probe_in->pinned() ? "page-locked" : "pageable") +
+                            " host memory, given in pieces of " +
+                            format_bytes(static_cast<double>(o.piece)) + ", each copied " +
+                            (o.gpu ? "to the device" : "into the rank's memory") +
+                            " as the join asks for it (timed)"
+                      : std::string())
       << "\nMemory: " << br.usage();
     say(h.str());
   }
@@ -212,12 +241,12 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
     };
     ops::JoinPlan plan;
     std::optional<Clock::time_point> t0;
-    if (o.piece_mib > 0) {  // pieces made as the join asks for them, timed
+    if (probe_in) {  // staged pieces copied in as the join asks for them, timed
       const MemoryType to = o.gpu ? MemoryType::DEVICE : MemoryType::HOST;
-      const auto piece = static_cast<std::size_t>(o.piece_mib) * MiB;
+      comm.barrier();
       t0 = Clock::now();
-      plan = ops::hash_join(comm, br, rows.pieces(false, piece, to, br), keys,
-                            rows.pieces(true, piece, to, br), keys, jo, check);
+      plan = ops::hash_join(comm, br, probe_in->source(to, br, rows.names(false)), keys,
+                            build_in->source(to, br, rows.names(true)), keys, jo, check);
     } else if (o.gpu) {  // the join consumes device copies, made before the clock starts
       Table probe = copy_table(*probe_table, MemoryType::DEVICE, br, br.stream());
       Table build = copy_table(*build_table, MemoryType::DEVICE, br, br.stream());
@@ -257,6 +286,11 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
                                          : format_bytes(double(br.limit(t))));
   }
   say(m.str());
+  if (pcie_gbps > 0) {
+    say(tools::pcie_floor_line(comm,
+                               double(o.shape.probe + o.shape.build) * double(rows.row_bytes()),
+                               br.limit(MemoryType::DEVICE), pcie_gbps, med));
+  }
   if (comm.rank() == 0 && br.statistics().get("spill-host-to-disk")) {
     say(" - spilled HOST -> DISK: " +
         format_bytes(br.statistics().get("spill-host-to-disk")->bytes) + " (rank 0, all runs)");

@@ -99,6 +99,12 @@ class JoinRows {
 
   /// Build rows [begin, end): keys rank * build + i, payloads functions of the key.
   Table build(std::size_t begin, std::size_t end, MemoryType to, BufferResource& br) const {
+    return make_table(build_columns(begin, end), names(true), to, br);
+  }
+
+  /// The columns of build rows [begin, end), on the host.
+  [[nodiscard]] std::vector<std::vector<std::int64_t>> build_columns(std::size_t begin,
+                                                                     std::size_t end) const {
     const auto np = static_cast<std::size_t>(s_.payloads);
     std::vector<std::vector<std::int64_t>> c(1 + np, std::vector<std::int64_t>(end - begin));
     parallel_rows(end - begin, threads_, [&](std::size_t b, std::size_t e) {
@@ -109,12 +115,12 @@ class JoinRows {
         }
       }
     });
-    return make_table(c, names("k", "b"), to, br);
+    return c;
   }
 
   /// Probe rows [begin, end).
   Table probe(std::size_t begin, std::size_t end, MemoryType to, BufferResource& br) const {
-    return make_table(probe_columns(begin, end), names("k", "p"), to, br);
+    return make_table(probe_columns(begin, end), names(false), to, br);
   }
 
   /// The checksum of this rank's probe rows as the join gives them, made want_rows at a time:
@@ -155,25 +161,27 @@ class JoinRows {
     return sum;
   }
 
-  /// A source of one side's rows in pieces of about `piece` bytes, made into `to` as asked for.
-  ops::TableSource pieces(bool build_side, std::size_t piece, MemoryType to,
-                          BufferResource& br) const {
-    const std::size_t rows =
-        std::max<std::size_t>(1, piece / (8 * (1 + static_cast<std::size_t>(s_.payloads))));
-    const std::size_t n = build_side ? s_.build : s_.probe;
-    struct Cursor {
-      std::size_t at{0};
-      bool first{true};  // (a side without rows is one piece without rows)
-    };
-    auto cur = std::make_shared<Cursor>();
-    return [this, &br, build_side, rows, n, to, cur]() -> std::optional<Table> {
-      if (!cur->first && cur->at >= n) return std::nullopt;
-      cur->first = false;
-      const std::size_t end = std::min(n, cur->at + rows);
-      Table t = build_side ? build(cur->at, end, to, br) : probe(cur->at, end, to, br);
-      cur->at = end;
-      return t;
-    };
+  /// The columns of probe rows [begin, end), on the host.
+  [[nodiscard]] std::vector<std::vector<std::int64_t>> probe_columns(std::size_t begin,
+                                                                     std::size_t end) const {
+    const auto np = static_cast<std::size_t>(s_.payloads);
+    std::vector<std::vector<std::int64_t>> c(1 + np, std::vector<std::int64_t>(end - begin));
+    parallel_rows(end - begin, threads_, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        const std::uint64_t h = mix((rank_ << 40) ^ (begin + i));
+        c[0][i] = probe_key(h);
+        for (std::size_t p = 0; p < np; ++p) {
+          c[1 + p][i] = p == 0 ? static_cast<std::int64_t>(begin + i)
+                               : static_cast<std::int64_t>(mix(h + p) >> 1);
+        }
+      }
+    });
+    return c;
+  }
+
+  /// The columns' names of the build side (k, b1, b2, ...) or the probe side (k, p1, ...).
+  [[nodiscard]] std::vector<std::string> names(bool build_side) const {
+    return names("k", build_side ? "b" : "p");
   }
 
   /// Bytes of a row of either side.
@@ -203,23 +211,6 @@ class JoinRows {
     const double x = s == 1 ? std::pow(double(n) + 1, v)
                             : std::pow((std::pow(double(n) + 1, 1 - s) - 1) * v + 1, 1 / (1 - s));
     return static_cast<std::int64_t>(std::min<double>(double(n - 1), std::max(0.0, x - 1)));
-  }
-
-  [[nodiscard]] std::vector<std::vector<std::int64_t>> probe_columns(std::size_t begin,
-                                                                     std::size_t end) const {
-    const auto np = static_cast<std::size_t>(s_.payloads);
-    std::vector<std::vector<std::int64_t>> c(1 + np, std::vector<std::int64_t>(end - begin));
-    parallel_rows(end - begin, threads_, [&](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i) {
-        const std::uint64_t h = mix((rank_ << 40) ^ (begin + i));
-        c[0][i] = probe_key(h);
-        for (std::size_t p = 0; p < np; ++p) {
-          c[1 + p][i] = p == 0 ? static_cast<std::int64_t>(begin + i)
-                               : static_cast<std::int64_t>(mix(h + p) >> 1);
-        }
-      }
-    });
-    return c;
   }
 
   JoinShape s_;

@@ -27,5 +27,6 @@ done <<'FLAGS'
 --zipf 1.1 --skew 0.1|--zipf and --skew are two key distributions
 --payloads 0|--payloads takes a whole number from 1 to 16
 --chunk 0|--chunk takes a whole number
+--pageable|--pageable stages pieces
 FLAGS
 exit $status
