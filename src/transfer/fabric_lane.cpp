@@ -51,8 +51,11 @@ constexpr std::size_t kGroupBelow = std::size_t{256} << 10;
 /// After the lane last did something it keeps polling without sleeping this long: shm has no
 /// wait fd, and its target progresses peers' writes only when polled.
 constexpr auto kSpinAfterActivity = std::chrono::milliseconds(20);
-/// How long another thread waits for the lane's lock before it takes the lane as stuck.
-constexpr auto kLockWait = std::chrono::milliseconds(1000);
+/// How long another thread waits for the lane's lock before it takes the lane as stuck (its
+/// thread holds it for one pass of posting and polling); once stuck, not at all. Registrations
+/// wait so while the engine's backend lock is held: a longer wait stopped the engine's worker
+/// long enough for live peers to time out.
+constexpr auto kLockWait = std::chrono::milliseconds(100);
 /// How long a lane's end waits for its thread.
 constexpr auto kJoinWait = std::chrono::milliseconds(1000);
 
@@ -240,8 +243,8 @@ class LaneState {
   }
 
   void deregister_region(std::uint64_t id) noexcept {
-    std::unique_lock lock(mutex_, std::defer_lock);
-    if (!lock.try_lock_for(kLockWait)) return;  // stuck: left as it is
+    const auto lock = try_provider_lock();
+    if (!lock.owns_lock()) return;  // stuck: left as it is
     const auto it = mrs_.find(id);
     if (it == mrs_.end()) return;
     fi_close(&it->second.first->fid);
@@ -257,8 +260,8 @@ class LaneState {
   }
 
   void remove_peer(std::uint64_t backend_peer) noexcept {
-    std::unique_lock lock(mutex_, std::defer_lock);
-    if (!lock.try_lock_for(kLockWait)) return;
+    const auto lock = try_provider_lock();
+    if (!lock.owns_lock()) return;
     fi_addr_t addr = backend_peer;
     fi_av_remove(av_, &addr, 1, 0);
   }
@@ -340,12 +343,21 @@ class LaneState {
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
 
  private:
-  std::unique_lock<std::timed_mutex> provider_lock(const char* what) {
+  /// The lane's lock, for a call from another thread; empty when the lane is stuck.
+  std::unique_lock<std::timed_mutex> try_provider_lock() {
     std::unique_lock lock(mutex_, std::defer_lock);
-    SPILLWAY_EXPECTS(lock.try_lock_for(kLockWait),
+    if (stuck_.load() ? lock.try_lock() : lock.try_lock_for(kLockWait)) {
+      stuck_ = false;
+    } else {
+      stuck_ = true;
+    }
+    return lock;
+  }
+  std::unique_lock<std::timed_mutex> provider_lock(const char* what) {
+    auto lock = try_provider_lock();
+    SPILLWAY_EXPECTS(lock.owns_lock(),
                      "libfabric/" + provider_ + ": cannot " + what +
-                         ": an endpoint has not come back from the provider for over " +
-                         std::to_string(kLockWait.count()) + " ms (a dead peer's lock?)",
+                         ": an endpoint has not come back from the provider (a dead peer's lock?)",
                      comm_error);
     return lock;
   }
@@ -510,7 +522,8 @@ class LaneState {
   bool one_peer_;
   std::uint64_t only_peer_{0};  // a lane of one peer: its address, once posting_
   std::atomic<bool> posting_;
-  std::timed_mutex mutex_;  // over every provider call of the lane
+  std::timed_mutex mutex_;          // over every provider call of the lane
+  std::atomic<bool> stuck_{false};  // another thread found mutex_ held for over kLockWait
   std::atomic<bool> stop_{false};
   std::mutex exit_mutex_;
   std::condition_variable exit_cv_;
