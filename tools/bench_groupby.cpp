@@ -201,9 +201,9 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
     tools::stage(*staged, o.rows, o.piece / 16,
                  [&](std::size_t b, std::size_t e) { return input_columns(o, comm.rank(), b, e); });
   }
-  double pcie_gbps = 0;  // the H2D ceiling of all ranks at once, for the floor of a staged run
+  double pcie_gbps = 0;  // H2D with copies both ways at once, for the floor of a staged run
   if (o.gpu && staged) {
-    pcie_gbps = tools::pcie_ceilings_of_ranks(comm.rank() == 0, [&] { comm.barrier(); })[2];
+    pcie_gbps = tools::pcie_ceilings_of_ranks(comm.rank() == 0, [&] { comm.barrier(); })[4];
   }
   const std::vector<std::uint64_t> want = expected(o, n);
   const std::uint64_t total = static_cast<std::uint64_t>(o.rows) * n;
@@ -315,8 +315,7 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
   }
   say(m.str());
   if (pcie_gbps > 0) {
-    say(tools::pcie_floor_line(comm, double(o.rows) * 16, br.limit(MemoryType::DEVICE), pcie_gbps,
-                               med));
+    say(tools::pcie_floor_line(comm, br, double(o.rows) * 16, pcie_gbps, med));
   }
   return valid ? 0 : 1;
 }

@@ -185,10 +185,10 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
     tools::stage(*build_in, o.shape.build, piece_rows,
                  [&](std::size_t b, std::size_t e) { return rows.build_columns(b, e); });
   }
-  // The PCIe ceiling of all ranks at once, for the floor of a run staged on the host.
+  // The PCIe H2D rate with copies both ways at once, for the floor of a run staged on the host.
   double pcie_gbps = 0;
   if (o.gpu && probe_in) {
-    pcie_gbps = tools::pcie_ceilings_of_ranks(comm.rank() == 0, [&] { comm.barrier(); })[2];
+    pcie_gbps = tools::pcie_ceilings_of_ranks(comm.rank() == 0, [&] { comm.barrier(); })[4];
   }
   const std::uint64_t total_build = static_cast<std::uint64_t>(o.shape.build) * n;
   const std::uint64_t total_probe = static_cast<std::uint64_t>(o.shape.probe) * n;
@@ -287,9 +287,9 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
   }
   say(m.str());
   if (pcie_gbps > 0) {
-    say(tools::pcie_floor_line(comm,
+    say(tools::pcie_floor_line(comm, br,
                                double(o.shape.probe + o.shape.build) * double(rows.row_bytes()),
-                               br.limit(MemoryType::DEVICE), pcie_gbps, med));
+                               pcie_gbps, med));
   }
   if (comm.rank() == 0 && br.statistics().get("spill-host-to-disk")) {
     say(" - spilled HOST -> DISK: " +

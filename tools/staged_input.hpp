@@ -12,9 +12,13 @@
 #include <spillway/ops/table_source.hpp>
 #include <spillway/table/table.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -108,18 +112,37 @@ void stage(StagedInput& in, std::size_t rows, std::size_t piece_rows, Make&& mak
 }
 
 /// The PCIe floor beside a median time, as a line to print: the least time a run on the GPU
-/// can take when each rank's input (`input_bytes`) starts in host memory, the bytes that must
-/// cross the bus at `gbps` (the H2D rate of all ranks at once): the input up once, and what of
-/// it exceeds the device limit down and up once more; the slowest rank's. Collective.
-inline std::string pcie_floor_line(Communicator& comm, double input_bytes, std::size_t device_limit,
+/// can take when each rank's input (`input_bytes`) starts in host memory. The bytes that must
+/// cross the bus: each rank's input up once, and what of it exceeds its device limit down and
+/// up once more; the ranks that share a GPU (of one host) share its link, whose rate with
+/// copies both ways at once is `gbps`. The slowest link's. Collective.
+inline std::string pcie_floor_line(Communicator& comm, const BufferResource& br, double input_bytes,
                                    double gbps, double median) {
-  const double over = std::max(0.0, input_bytes - static_cast<double>(device_limit));
-  const double mine = (input_bytes + 2 * over) / (gbps * 1e9);
-  const double floor = allreduce(comm, 902, std::span(&mine, 1), ReduceOp::max)[0];
+  const auto n = static_cast<std::size_t>(comm.nranks());
+  const auto me = static_cast<std::size_t>(comm.rank());
+  const double over =
+      std::max(0.0, input_bytes - static_cast<double>(br.limit(MemoryType::DEVICE)));
+  std::array<char, 256> host{};
+  ::gethostname(host.data(), host.size() - 1);
+  const std::uint64_t link =
+      (std::hash<std::string>{}(host.data()) ^ static_cast<std::uint64_t>(br.device())) >> 12;
+  std::vector<double> bytes(n, 0);
+  std::vector<double> links(n, 0);
+  bytes[me] = input_bytes + 2 * over;
+  links[me] = static_cast<double>(link);  // (exact: 52 bits)
+  bytes = allreduce(comm, 902, std::span<const double>(bytes), ReduceOp::sum);
+  links = allreduce(comm, 903, std::span<const double>(links), ReduceOp::sum);
+  double floor = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    double on_link = 0;
+    for (std::size_t q = 0; q < n; ++q) on_link += links[q] == links[r] ? bytes[q] : 0;
+    floor = std::max(floor, on_link / (gbps * 1e9));
+  }
   std::ostringstream f;
   f << "PCIe floor: " << floor << " sec (each rank's input up once, and what exceeds its device "
-    << "limit down and up once more, at " << gbps << " GB/s, the H2D ceiling of all ranks at "
-    << "once) | the median reaches " << floor / median << " of it";
+    << "limit down and up once more, the ranks of a GPU on its link at " << gbps
+    << " GB/s, its H2D rate with copies both ways at once) | the median reaches " << floor / median
+    << " of it";
   return f.str();
 }
 
