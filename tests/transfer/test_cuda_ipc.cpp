@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "peer_process.hpp"
+
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -32,51 +34,10 @@ using namespace std::chrono_literals;
 
 constexpr std::size_t kRegion = 1 << 20;  // a dump of it fits one control message
 
-std::string helper_path() {
-  char self[4096] = {};
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  std::string path(self, n > 0 ? static_cast<std::size_t>(n) : 0);
-  return path.substr(0, path.rfind('/')) + "/transfer_ipc_peer";
-}
-
 /// The other process: started with its memory kind, killed (if still there) when done.
-struct Peer {
-  pid_t pid{-1};
-  std::vector<std::uint8_t> metadata;
-  RemoteRegion region;
-
-  explicit Peer(const std::string& kind, const std::string& backends = "cuda_ipc") {
-    int out[2];
-    EXPECT_EQ(::pipe(out), 0);
-    pid = ::fork();
-    if (pid == 0) {
-      ::dup2(out[1], 1);
-      ::close(out[0]);
-      const std::string path = helper_path();
-      const std::string bytes = std::to_string(kRegion);
-      ::execl(path.c_str(), path.c_str(), kind.c_str(), bytes.c_str(), backends.c_str(), nullptr);
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    FILE* f = ::fdopen(out[0], "r");
-    const auto line = [&] {
-      std::string s;
-      for (int c; (c = std::fgetc(f)) != EOF && c != '\n';) s += static_cast<char>(c);
-      return s;
-    };
-    metadata = from_hex(line());
-    const auto region_bytes = from_hex(line());
-    std::fclose(f);
-    if (!region_bytes.empty()) region = RemoteRegion::from_bytes(region_bytes);
-  }
-  ~Peer() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-  }
-  Peer(const Peer&) = delete;
-  Peer& operator=(const Peer&) = delete;
+struct Peer : test::PeerProcess {
+  explicit Peer(const std::string& kind, const std::string& backends = "cuda_ipc")
+      : PeerProcess(kind, kRegion, backends) {}
 };
 
 std::vector<std::uint8_t> ask(TransferEngine& e, PeerId peer, std::vector<std::uint8_t> m) {
@@ -375,9 +336,7 @@ TEST_F(CudaIpcFaults, AKilledTargetEndsItsTicketsAsPeerGone) {
   const Region rs = engine.register_memory(src.ptr, kRegion, MemoryType::DEVICE, 0);
   const auto chunks = scattered(256, 4096, 3);
   ASSERT_EQ(engine.write(rs, other.region, chunks, 1u, Deadline::in(20s)).wait(), Status::ok);
-  ::kill(other.pid, SIGKILL);
-  ::waitpid(other.pid, nullptr, 0);
-  other.pid = -1;
+  other.kill_now();
   const auto t0 = std::chrono::steady_clock::now();
   Status s = Status::ok;
   for (int i = 0; i < 1000 && s == Status::ok; ++i) {

@@ -6,21 +6,16 @@
 // runs 200), SPILLWAY_FAULT_SEED the seed (printed). The peers are transfer_ipc_peer.
 
 #include <spillway/core/error.hpp>
-#include <spillway/core/hex.hpp>
 #include <spillway/transfer/engine.hpp>
 
 #include <gtest/gtest.h>
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "peer_process.hpp"
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <future>
 #include <numeric>
 #include <random>
@@ -44,61 +39,6 @@ EngineOptions options(const std::string& provider) {
   o.peer_timeout = kPeerTimeout;
   return o;
 }
-
-std::string helper_path() {
-  char self[4096] = {};
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
-  const std::string path(self, n > 0 ? static_cast<std::size_t>(n) : 0);
-  return path.substr(0, path.rfind('/')) + "/transfer_ipc_peer";
-}
-
-/// A peer process with an engine of `provider` and a zero-filled host region; killed when done.
-struct PeerProcess {
-  pid_t pid{-1};
-  std::vector<std::uint8_t> metadata;
-  RemoteRegion region;
-
-  explicit PeerProcess(const std::string& provider) {
-    const std::string path = helper_path();
-    const std::string bytes = std::to_string(kRegion);
-    const std::string backend = "libfabric/" + provider;
-    int out[2];
-    EXPECT_EQ(::pipe(out), 0);
-    pid = ::fork();
-    if (pid == 0) {  // only async-signal-safe calls until exec
-      ::dup2(out[1], 1);
-      ::close(out[0]);
-      ::execl(path.c_str(), path.c_str(), "host", bytes.c_str(), backend.c_str(), nullptr);
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    FILE* f = ::fdopen(out[0], "r");
-    const auto line = [&] {
-      std::string s;
-      for (int c; (c = std::fgetc(f)) != EOF && c != '\n';) s += static_cast<char>(c);
-      return s;
-    };
-    metadata = from_hex(line());
-    const auto region_bytes = from_hex(line());
-    std::fclose(f);
-    if (!region_bytes.empty()) region = RemoteRegion::from_bytes(region_bytes);
-  }
-  ~PeerProcess() { kill_now(); }
-  PeerProcess(const PeerProcess&) = delete;
-  PeerProcess& operator=(const PeerProcess&) = delete;
-  /// Kills it, and removes what its shm endpoints left in /dev/shm (a killed process cannot).
-  void kill_now() {
-    if (pid <= 0) return;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    const std::string prefix = "sw" + std::to_string(pid) + "-";
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
-      if (e.path().filename().string().starts_with(prefix)) std::filesystem::remove(e.path(), ec);
-    }
-    pid = -1;
-  }
-};
 
 std::size_t env_or(const char* name, std::size_t fallback) {
   const char* v = std::getenv(name);
@@ -177,8 +117,8 @@ TEST_P(FaultSuite, APeerKilledAtARandomPointNeverHangsTheEngineOrTheLivePeer) {
   for (std::size_t round = 0; round < rounds; ++round) {
     SCOPED_TRACE("round " + std::to_string(round) +
                  " (SPILLWAY_FAULT_SEED=" + std::to_string(seed) + ")");
-    PeerProcess dying(provider);
-    PeerProcess living(provider);
+    test::PeerProcess dying("host", kRegion, "libfabric/" + provider);
+    test::PeerProcess living("host", kRegion, "libfabric/" + provider);
     ASSERT_FALSE(dying.metadata.empty());
     ASSERT_FALSE(living.metadata.empty());
     auto engine = std::make_unique<TransferEngine>(options(provider));
