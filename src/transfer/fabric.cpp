@@ -121,11 +121,10 @@ class FabricBackend final : public Backend {
     // engine's worker, which calls this, does not wait for it. A lane stuck on the dead
     // peer's lock waits for the backend's end, which leaves it behind.
     std::lock_guard lock(mutex_);
-    std::erase_if(retired_, [](const auto& lane) { return lane->stopped(); });
     const auto it = peers_.find(backend_peer);
     if (it == peers_.end()) return;
     it->second.lane->retire();
-    retired_.push_back(std::move(it->second.lane));
+    retired_.push_back({std::move(it->second.lane), Clock::now(), false});
     peers_.erase(it);
   }
 
@@ -160,7 +159,22 @@ class FabricBackend final : public Backend {
         std::span(reinterpret_cast<const std::uint8_t*>(to.c_str()), to.size() + 1));
   }
 
-  bool progress() override { return false; }  // the lanes' threads do it
+  /// The lanes' threads post and poll. Here, on the engine's worker: retired lanes whose
+  /// threads have stopped go, and one still running a second after it was told to stop (stuck
+  /// in the provider: it would spin for ever) is moved to idle priority.
+  bool progress() override {
+    if (!per_peer_) return false;
+    const auto now = Clock::now();
+    std::lock_guard lock(mutex_);
+    std::erase_if(retired_, [](const Retired& r) { return r.lane->stopped(); });
+    for (Retired& r : retired_) {
+      if (!r.demoted && now - r.since > std::chrono::seconds(1)) {
+        r.lane->demote();
+        r.demoted = true;
+      }
+    }
+    return false;
+  }
   [[nodiscard]] bool self_driven() const override { return true; }
 
   [[nodiscard]] EngineCounters counters() const override {
@@ -183,7 +197,12 @@ class FabricBackend final : public Backend {
   std::unique_ptr<Lane> shared_;
   mutable std::mutex mutex_;  // over peers_ and regions_
   std::map<std::uint64_t, PeerLane> peers_;
-  std::vector<std::unique_ptr<Lane>> retired_;  // lanes of peers that are gone
+  struct Retired {
+    std::unique_ptr<Lane> lane;
+    Clock::time_point since;  // told to stop
+    bool demoted;
+  };
+  std::vector<Retired> retired_;  // lanes of peers that are gone
   std::map<std::uint64_t, Region> regions_;
   std::uint64_t next_handle_{0};
 };

@@ -24,8 +24,10 @@
 #include <rdma/fi_rma.h>
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <cerrno>
 
@@ -289,6 +291,7 @@ class LaneState {
   /// The thread's loop: posts and polls while there is work, else sleeps on the completion
   /// queue's wait fd (or, without one, polls once a millisecond) until woken.
   void run() {
+    tid_ = static_cast<pid_t>(::syscall(SYS_gettid));
     auto last_activity = Clock::now();
     while (!stop_.load()) {
       bool active = false;
@@ -322,6 +325,10 @@ class LaneState {
   void retire() noexcept {
     stop_ = true;
     wake();
+  }
+  void demote() noexcept {
+    const sched_param none{};
+    if (const pid_t tid = tid_.load(); tid > 0) ::sched_setscheduler(tid, SCHED_IDLE, &none);
   }
   [[nodiscard]] bool stopped() noexcept {
     std::lock_guard lock(exit_mutex_);
@@ -525,6 +532,7 @@ class LaneState {
   std::timed_mutex mutex_;          // over every provider call of the lane
   std::atomic<bool> stuck_{false};  // another thread found mutex_ held for over kLockWait
   std::atomic<bool> stop_{false};
+  std::atomic<pid_t> tid_{0};  // the thread's, for demote()
   std::mutex exit_mutex_;
   std::condition_variable exit_cv_;
   bool exited_{false};
@@ -744,7 +752,8 @@ Lane::~Lane() {
                           ": an endpoint's thread has not come back from the provider for " +
                           std::to_string(kJoinWait.count()) +
                           " ms (spinning on a lock of a dead peer?): left behind, with its "
-                          "endpoint");
+                          "endpoint, at idle priority");
+  state_->demote();
   thread_.detach();  // it holds the state, and so does the list of lanes left behind
   {
     std::lock_guard lock(left_behind_mutex());
@@ -780,6 +789,9 @@ void Lane::start_posting(std::span<const std::uint8_t> address) {
 }
 void Lane::retire() noexcept {
   state_->retire();
+}
+void Lane::demote() noexcept {
+  state_->demote();
 }
 bool Lane::stopped() const noexcept {
   return state_->stopped();

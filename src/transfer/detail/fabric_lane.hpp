@@ -8,7 +8,7 @@
 // held in memory they shared) stops only its own lane: the engine's worker, which keeps
 // deadlines and finds dead peers, never enters the provider, and the backend gives shm a lane
 // per peer, so that a dead peer's lane holds up no other. A lane stuck so is left behind at
-// its end, with everything its thread uses.
+// its end, with everything its thread uses, and its thread at idle priority.
 
 #include "transfer/detail/backend.hpp"
 
@@ -78,6 +78,9 @@ class Lane {
   void retire() noexcept;
   /// Whether the thread has stopped (a retired lane that can go without a wait).
   [[nodiscard]] bool stopped() const noexcept;
+  /// Runs the thread at idle priority (SCHED_IDLE): one that spins in the provider for ever
+  /// then takes only CPU time nothing else wants.
+  void demote() noexcept;
 
  private:
   std::shared_ptr<LaneState> state_;
