@@ -11,6 +11,7 @@
 // its end, with everything its thread uses, and its thread at idle priority.
 
 #include "transfer/detail/backend.hpp"
+#include "transfer/detail/fabric_endpoint.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -20,27 +21,6 @@
 #include <vector>
 
 namespace spillway::transfer::detail {
-
-/// Where a lane's endpoint is: the provider, the address it binds to (tcp, verbs, sockets) or
-/// the name of its shared-memory region (shm), and the transmit queue depth asked for (0: the
-/// provider's). With `requested_keys` a region's key is its id on every lane (the key it was
-/// exported with), else the provider's.
-struct LaneOptions {
-  std::string provider;
-  std::string address;
-  std::string name;
-  std::size_t tx_queue_depth{0};
-  bool requested_keys{false};
-  /// A lane of one peer, whose address it takes from start_posting(): until then its
-  /// endpoint may not exist, and it posts nothing.
-  bool one_peer{false};
-};
-
-/// What peers address a region by on a lane.
-struct LaneKey {
-  std::uint64_t key{0};
-  std::uint64_t address{0};
-};
 
 class LaneState;
 
