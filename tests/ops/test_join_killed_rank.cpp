@@ -14,6 +14,7 @@
 #include <spillway/ops/hash_join.hpp>
 #include <spillway/table/generator.hpp>
 
+#include <mpi.h>
 #include <unistd.h>
 #include <chrono>
 #include <csignal>
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
       std::filesystem::temp_directory_path() / ("spillway-killed-join-" + std::to_string(getpid()));
   std::filesystem::create_directories(mine);
   int rank = -1;
+  int killed_dir = -1;  // the pid that names rank 1's directory
   const char* verdict = "FAIL: no error";
   {
     auto cfg = BufferResourceConfig::from_options();
@@ -44,6 +46,11 @@ int main(int argc, char** argv) {
     auto comm = make_mpi_communicator(br);
     comm->set_timeout(std::chrono::seconds(3));
     rank = comm->rank();
+    // Every rank's pid, so that rank 0 can remove the killed rank's directory at the end.
+    const int pid = getpid();
+    std::vector<int> pids(static_cast<std::size_t>(comm->nranks()));
+    MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    killed_dir = pids.size() > 1 ? pids[1] : -1;
     comm->barrier();
     // 8 pieces a side of 20000 rows (0.46 MiB each): 7.3 MiB per rank, over the 4 MiB limit.
     // Rank 1 dies when asked for its fifth left piece.
@@ -91,5 +98,11 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   std::error_code ec;
   std::filesystem::remove_all(mine, ec);
+  // The killed rank could not remove its own (a survivor takes it, none left behind).
+  if (rank == 0 && killed_dir > 0) {
+    std::filesystem::remove_all(std::filesystem::temp_directory_path() /
+                                    ("spillway-killed-join-" + std::to_string(killed_dir)),
+                                ec);
+  }
   std::_Exit(0);  // not MPI_Finalize: it would wait for the dead rank
 }
