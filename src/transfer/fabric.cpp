@@ -58,8 +58,10 @@ class FabricBackend final : public Backend {
       base_.name = name.str();
     }
     // The one endpoint of every peer; with shm the endpoint that regions are registered on
-    // first (their keys checked there), which no peer writes to.
-    shared_ = std::make_unique<Lane>(host_, base_);
+    // first (their keys checked there), which no peer writes to: it needs no thread.
+    LaneOptions shared = base_;
+    shared.threaded = !per_peer_;
+    shared_ = std::make_unique<Lane>(host_, shared);
   }
 
   [[nodiscard]] std::string name() const override { return "libfabric/" + base_.provider; }

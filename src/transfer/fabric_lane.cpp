@@ -264,10 +264,11 @@ class LaneState {
 
 Lane::Lane(BackendHost& host, const LaneOptions& options)
     : state_{std::make_shared<LaneState>(host, options)} {
-  thread_ = std::thread([s = state_] { s->run(); });
+  if (options.threaded) thread_ = std::thread([s = state_] { s->run(); });
 }
 
 Lane::~Lane() {
+  if (!thread_.joinable()) return;
   if (state_->stop(kJoinWait)) {
     thread_.join();
     return;

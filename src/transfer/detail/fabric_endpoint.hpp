@@ -31,6 +31,9 @@ struct LaneOptions {
   /// A lane of one peer, whose address it takes from start_posting(): until then its
   /// endpoint may not exist, and it posts nothing.
   bool one_peer{false};
+  /// Without a thread: a lane that only holds registrations (shm's first endpoint, which no
+  /// peer writes to) and would otherwise poll for nothing a thousand times a second.
+  bool threaded{true};
 };
 
 /// What peers address a region by on a lane.
