@@ -30,11 +30,11 @@ namespace {
 /// After the lane last did something it keeps polling without sleeping this long: shm has no
 /// wait fd, and its target progresses peers' writes only when polled.
 constexpr auto kSpinAfterActivity = std::chrono::milliseconds(20);
-/// How long another thread waits for the lane's lock before it takes the lane as stuck (its
-/// thread holds it for one pass of posting and polling); once stuck, not at all. Registrations
-/// wait so while the engine's backend lock is held: a longer wait stopped the engine's worker
-/// long enough for live peers to time out.
-constexpr auto kLockWait = std::chrono::milliseconds(100);
+/// A pass of posting and polling (the lane's thread holds its lock for one) that has lasted
+/// this long is not coming back: another thread waiting for the lock then takes the lane as
+/// stuck, and later ones do not wait at all. A busy pass is not stuck: tcp moving 16 MiB
+/// messages between three processes on two cores held the lock for over 100 ms.
+constexpr auto kStuckAfter = std::chrono::milliseconds(2000);
 /// How long a lane's end waits for its thread.
 constexpr auto kJoinWait = std::chrono::milliseconds(1000);
 
@@ -125,13 +125,18 @@ class LaneState {
       bool active = false;
       try {
         std::lock_guard lock(mutex_);
+        pass_began_ = now_ns();
         active = progress();
+        pass_began_ = 0;
       } catch (const std::exception& e) {
+        pass_began_ = 0;
         // A provider failure ends what is in flight on this lane rather than the process.
         SPILLWAY_LOG(error, "transfer: libfabric/" + endpoint_.provider + ": " + e.what());
         std::lock_guard lock(mutex_);
         batches_.fail_all(e.what());
       }
+      // A thread that waits for the lock (a registration) gets it between two passes.
+      for (int i = 0; i < 1000 && waiters_.load() > 0; ++i) std::this_thread::yield();
       const auto now = Clock::now();
       if (active) {
         last_activity = now;
@@ -181,8 +186,24 @@ class LaneState {
   /// The lane's lock, for a call from another thread; empty when the lane is stuck.
   std::unique_lock<std::timed_mutex> try_provider_lock() {
     std::unique_lock lock(mutex_, std::defer_lock);
-    stuck_ = !(stuck_.load() ? lock.try_lock() : lock.try_lock_for(kLockWait));
+    if (stuck_.load()) {
+      stuck_ = !lock.try_lock();
+      return lock;
+    }
+    waiters_.fetch_add(1);
+    while (!lock.try_lock_for(std::chrono::milliseconds(10))) {
+      const std::int64_t began = pass_began_.load();
+      if (began != 0 && now_ns() - began > ns(kStuckAfter)) {
+        stuck_ = true;
+        break;
+      }
+    }
+    waiters_.fetch_sub(1);
     return lock;
+  }
+  static std::int64_t now_ns() noexcept { return ns(Clock::now().time_since_epoch()); }
+  static std::int64_t ns(Clock::duration d) noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
   }
   std::unique_lock<std::timed_mutex> provider_lock(const char* what) {
     auto lock = try_provider_lock();
@@ -245,8 +266,10 @@ class LaneState {
   BackendHost* host_;  // null once the lane is cut off (stop)
   std::string name_;   // shm: the endpoint's region
   std::atomic<bool> posting_;
-  std::timed_mutex mutex_;          // over every provider call of the lane
-  std::atomic<bool> stuck_{false};  // another thread found mutex_ held for over kLockWait
+  std::timed_mutex mutex_;                   // over every provider call of the lane
+  std::atomic<bool> stuck_{false};           // another thread found a pass longer than kStuckAfter
+  std::atomic<std::int64_t> pass_began_{0};  // the current pass's start (ns), or 0
+  std::atomic<int> waiters_{0};              // threads waiting for mutex_
   std::atomic<bool> stop_{false};
   std::atomic<pid_t> tid_{0};  // the thread's, for demote()
   std::mutex exit_mutex_;

@@ -36,9 +36,11 @@ void TransferEngine::Impl::run() {
   while (!stopping.load()) {
     try {
       post_submitted();
+      // The backend lock is only tried here and below: a user thread may hold it a while
+      // (registering memory waits for a busy libfabric lane), and the worker must go on
+      // reading heartbeats and keeping deadlines meanwhile.
       bool busy = false;
-      {
-        std::lock_guard lock(backend_mutex);
+      if (std::unique_lock lock(backend_mutex, std::try_to_lock); lock.owns_lock()) {
         for (auto& b : backends) busy = b->progress() || busy;
       }
       if (busy) last_activity = Clock::now();
@@ -61,10 +63,14 @@ void TransferEngine::Impl::post_submitted() {
     batch.swap(submitted);
   }
   if (batch.empty()) return;
-  {
-    std::lock_guard lock(backend_mutex);
-    for (auto& op : batch) post(op);
+  std::unique_lock backend_lock(backend_mutex, std::try_to_lock);
+  if (!backend_lock.owns_lock()) {  // posted on a later pass, before what came since
+    std::lock_guard lock(mutex);
+    submitted.insert(submitted.begin(), batch.begin(), batch.end());
+    return;
   }
+  for (auto& op : batch) post(op);
+  backend_lock.unlock();
   std::lock_guard lock(mutex);
   unposted -= batch.size();
 }
@@ -107,14 +113,15 @@ void TransferEngine::Impl::tend_peers() {
       std::lock_guard lock(mutex);
       alive = peer->alive;
     }
-    if (!alive) {  // close what a failed or removed peer left
+    if (!alive) {  // close what a failed or removed peer left (on a later pass if busy)
+      std::unique_lock backend_lock(backend_mutex, std::try_to_lock);
+      if (!backend_lock.owns_lock()) continue;
       {
         std::lock_guard send_lock(peer->send_mutex);
         std::lock_guard lock(mutex);
         peer->connections.clear();
         peers.erase(peer->id);
       }
-      std::lock_guard lock(backend_mutex);
       for (std::size_t i = 0; i < backends.size(); ++i) {
         if (peer->backend_peers[i]) backends[i]->remove_peer(*peer->backend_peers[i]);
       }
@@ -193,8 +200,9 @@ void TransferEngine::Impl::poll_sockets(bool busy) {
            });
   }
   bool may_sleep = true;
-  {
-    std::lock_guard lock(backend_mutex);
+  if (std::unique_lock lock(backend_mutex, std::try_to_lock); !lock.owns_lock()) {
+    may_sleep = false;  // (polled again in a millisecond)
+  } else {
     for (auto& b : backends) {
       const int backend_fd = b->wait_fd();
       if (backend_fd >= 0) {
