@@ -160,8 +160,13 @@ class LaneState {
     wake();
   }
   void demote() noexcept {
+    // Under exit_mutex_ and only while the thread has not left run(): its tid is then still
+    // its own, not one the system gave again to another thread.
+    std::lock_guard lock(exit_mutex_);
     const sched_param none{};
-    if (const pid_t tid = tid_.load(); tid > 0) ::sched_setscheduler(tid, SCHED_IDLE, &none);
+    if (const pid_t tid = tid_.load(); tid > 0 && !exited_) {
+      ::sched_setscheduler(tid, SCHED_IDLE, &none);
+    }
   }
   [[nodiscard]] bool stopped() noexcept {
     std::lock_guard lock(exit_mutex_);
