@@ -58,6 +58,7 @@
 #if SPILLWAY_HAS_MPI
 #include "alltoallv.hpp"
 #endif
+#include "bench_shuffle_checksums.hpp"
 #include "bench_shuffle_options.hpp"
 #include "bench_shuffle_report.hpp"
 #include "bench_shuffle_result.hpp"
@@ -185,22 +186,6 @@ class Bench {
     return gpu_ ? MemoryType::DEVICE : MemoryType::HOST;
   }
 
-  TableChecksum checksum_of(const TableView& t) {
-    return gpu_ ? gpu::checksum(t, br_, br_.stream()) : spillway::checksum(t);
-  }
-
-  /// The checksum of a packed chunk, which stays packed: on the GPU where the GPU can read it
-  /// (a packed chunk that found no room there may be in host memory), else on the CPU.
-  TableChecksum checksum_of(PackedData& p) {
-    const MemoryType at = p.payload->mem_type();
-    const bool on_gpu = gpu_ && (at == MemoryType::DEVICE || at == MemoryType::PINNED_HOST);
-    UnpackedTable u = on_gpu ? gpu::unpack(std::move(p), br_.stream()) : unpack(std::move(p));
-    const TableChecksum c =
-        on_gpu ? gpu::checksum(u.view(), br_, br_.stream()) : spillway::checksum(u.view());
-    p = std::move(u).release();
-    return c;
-  }
-
   Table make_input(std::size_t part) {
     const MemoryStep step("making the benchmark's input table");
     const std::size_t base = o_.rows / o_.in_parts;
@@ -291,7 +276,7 @@ class Bench {
       const Table input = make_input(i);
       for_each_chunk(input, total, [&](PartID pid, PackedData&& chunk) {
         br_.stream().synchronize();
-        r.in[pid] += checksum_of(chunk);
+        r.in[pid] += bench::checksum_of(chunk, gpu_, br_);
       });
     }
     // The extracted partitions' checksums: on the GPU they add up on the stream, inside the
@@ -403,7 +388,7 @@ class Bench {
               chunk.payload = br_.move(std::move(chunk.payload), MemoryType::HOST);
             }
             const auto t = Clock::now();
-            r.out[pid] += checksum_of(chunk);
+            r.out[pid] += bench::checksum_of(chunk, gpu_, br_);
             r.excluded += since(t);
             if (o_.discard) {
               chunk.payload.reset();  // (not held until the whole partition is summed)
@@ -439,7 +424,7 @@ class Bench {
     br_.stream().synchronize();
     r.seconds = since(t0) - r.excluded;
     timeline.host("done");
-    for (auto& [pid, out] : to_check) r.out[pid] += checksum_of(out.view());
+    for (auto& [pid, out] : to_check) r.out[pid] += bench::checksum_of(out.view(), gpu_, br_);
     r.peak_device = gpu_ ? br_.peak(MemoryType::DEVICE) : 0;
     r.peak_host = br_.peak(MemoryType::HOST);
     if (gpu_) {

@@ -2,7 +2,8 @@
 // A transfer engine in another process (transfer_ipc_peer, beside the test binary): started
 // with its memory kind, region size and backends, its metadata and region read from its
 // standard output; killed (if still there) when done, with what its shm endpoints left in
-// /dev/shm, which a killed process cannot remove (test_transfer_cuda_ipc, test_transfer_faults).
+// /dev/shm, which a killed process cannot remove (test_transfer_cuda_ipc, test_transfer_faults);
+// and the engine options of the tests that kill peers.
 
 #include <spillway/core/hex.hpp>
 #include <spillway/transfer/engine.hpp>
@@ -13,12 +14,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 namespace spillway::transfer::test {
+
+/// A libfabric engine of `provider` that finds a dead peer fast: heartbeats every 50 ms, a
+/// peer silent for 1 s gone (test_transfer_processes, test_transfer_faults).
+inline EngineOptions fast_failing_options(const std::string& provider) {
+  EngineOptions o;
+  o.backend = "libfabric";
+  o.provider = provider;
+  o.heartbeat_interval = std::chrono::milliseconds(50);
+  o.peer_timeout = std::chrono::milliseconds(1000);
+  return o;
+}
 
 inline std::string peer_helper_path() {
   char self[4096] = {};

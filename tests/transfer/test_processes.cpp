@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "peer_process.hpp"
+
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -28,12 +30,7 @@ constexpr std::size_t kRegion = 32 << 20;
 constexpr auto kPeerTimeout = 1000ms;
 
 EngineOptions options(const std::string& provider) {
-  EngineOptions o;
-  o.backend = "libfabric";
-  o.provider = provider;
-  o.heartbeat_interval = 50ms;
-  o.peer_timeout = kPeerTimeout;
-  return o;
+  return test::fast_failing_options(provider);  // (its peer timeout is kPeerTimeout)
 }
 
 bool write_all(int fd, const std::vector<std::uint8_t>& bytes) {
