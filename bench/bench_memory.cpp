@@ -2,7 +2,7 @@
 // Every figure is printed beside a ceiling measured in the same run:
 //  - allocations: the raw allocator call without spillway's accounting (ratio = raw / ours);
 //  - copies involving the GPU: a raw cudaMemcpyAsync between the same kinds of memory, and
-//    the ~55.3 GB/s PCIe ceiling measured on the H200 machine (shared/GPU.md);
+//    the ~55.3 GB/s PCIe 5 x16 ceiling of a pinned copy;
 //  - host to host: std::memcpy between two warm buffers;
 //  - spill to disk and back: `dd` writing / reading the same number of bytes on the same file
 //    system (page cache, no fsync, as spilling), run by the benchmark itself.
@@ -26,7 +26,7 @@ using namespace spillway;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr double pcie_ceiling_gbps = 55.3;  // shared/GPU.md, pinned <-> device, H200 machine
+constexpr double pcie_ceiling_gbps = 55.3;  // PCIe 5 x16, pinned <-> device, as measured
 
 std::string spill_dir() {
   const char* d = std::getenv("SPILLWAY_BENCH_SPILL_DIR");

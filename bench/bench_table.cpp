@@ -132,7 +132,7 @@ void BM_HashPartition(benchmark::State& state) {
   });
 }
 
-/// hash_partition into 1024 partitions (issue 27's second CPU figure).
+/// hash_partition into 1024 partitions (the CPU's many-partition figure).
 void BM_HashPartition1024(benchmark::State& state) {
   run(state, "hash_partition_1024", [](Fixture& f, std::size_t threads) {
     auto p = hash_partition(f.table.view(), key0, 1024, f.br, 0, threads);
@@ -140,7 +140,7 @@ void BM_HashPartition1024(benchmark::State& state) {
   });
 }
 
-/// hash_partition into 4096 partitions (issue 27: the CPU path must scale up to 4096).
+/// hash_partition into 4096 partitions (the CPU path scales up to 4096).
 void BM_HashPartition4096(benchmark::State& state) {
   run(state, "hash_partition_4096", [](Fixture& f, std::size_t threads) {
     auto p = hash_partition(f.table.view(), key0, 4096, f.br, 0, threads);

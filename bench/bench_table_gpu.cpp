@@ -209,7 +209,7 @@ void BM_Checksum(benchmark::State& state) {
       Input::int32x10, 1.0);
 }
 
-/// Many small chunks, as in the shuffle's `-p 64 -o 64` (bench/NOTES.md): 4 of the int32
+/// Many small chunks, as in the shuffle's `-p 64 -o 64`: 4 of the int32
 /// columns, 781,250 rows (12.5 MB), split into range(0) parts and packed, then all parts unpacked
 /// and concatenated back into one table (what a rank does with its partitions' chunks). Host
 /// time per part of each step (`pack_us`, `concat_us`, each step synchronized), beside the

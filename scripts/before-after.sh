@@ -2,7 +2,7 @@
 # Before/after figures of two builds on the same machine, one right after the other and
 # alternating (A B A B ...): spillway-readspeed --target device, the shuffle on local ranks
 # and a small spill sweep (the shuffle at device limits that force spilling). Prints each
-# run's figure; medians and ratios are for the reader (bench/results/ keeps them).
+# run's figure; medians and ratios are for the reader (bench/results/ keeps the curated ones).
 # Usage: [LIMITS="none 2000 1200"] scripts/before-after.sh BUILD_A BUILD_B [REPEATS]
 # (each BUILD has tools/; run it again with the builds swapped to see the order's effect)
 set -uo pipefail

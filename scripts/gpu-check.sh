@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one script to run on the GPU machine (see shared/GPU.md), from the repo root with
+# The one script to run on a GPU machine, from the repo root with
 # build/gpu carried (made by scripts/gpu-build.sh), or SPILLWAY_BUILD naming the archive of
 # scripts/gpu-pack.sh (carried in .carry/): runs every GPU-build test, the spill demo,
 # the README's main job (scripts/demo-run.sh) and its C++ example on the GPU, and the memory
@@ -88,7 +88,7 @@ if [ "$only" = all ] || [ "$only" = comm ]; then
 fi
 
 if [ "$only" = all ] || [ "$only" = shuffle ]; then
-  # The MPI shuffle suite with device buffers, then spillway-bench-shuffle at issue 6's settings
+  # The MPI shuffle suite with device buffers, then spillway-bench-shuffle at 20 GiB per rank
   # (20 GiB per rank, one rank per GPU): -C local pre-partitioned and hashed, each with direct
   # chunks (the default at -p 1) and with packed chunks (--no-direct), hashed also with every
   # partition packed before any is sent (--pack-first), -C mpi under mpirun; then the spill

@@ -1,4 +1,4 @@
-# Sourced (not run) by the scripts run on the GPU machine, gpu-check.sh and open-rows.sh, from
+# Sourced (not run) by the scripts run on the GPU machine, gpu-check.sh and headline-figures.sh, from
 # the repo root: sets B to the GPU build's folder (build/gpu, or where SPILLWAY_BUILD's archive
 # of scripts/gpu-pack.sh was unpacked), puts its lib/ on LD_LIBRARY_PATH, names a spill folder
 # for the benchmarks, and defines gpu_machine, which prints the machine and the build's commit.

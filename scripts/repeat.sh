@@ -48,7 +48,7 @@ if [ -z "$cases" ]; then
   exit
 fi
 
-# The cases of issue 23, each at the limits its report gave (4194304 rows, 16 x 16 partitions,
+# The cases that once failed now and then, each at the limits that showed it (4194304 rows, 16 x 16 partitions,
 # spilling on): they failed 10 of 70, 10 of 20 and 5 of 40 runs.
 bench=$cases/tools/spillway-bench-shuffle
 run=$cases/tools/spillway-run

@@ -1,5 +1,5 @@
 // spillway-settings: every SPILLWAY_* setting with its current value (after the environment),
-// or with --markdown the README's settings table, generated from the registry.
+// or with --markdown docs/SETTINGS.md's settings table, generated from the registry.
 #include <spillway/core/error.hpp>
 #include <spillway/core/options.hpp>
 

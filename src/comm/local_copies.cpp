@@ -198,7 +198,7 @@ void transfer(LocalHub& hub, const std::shared_ptr<LocalRequest>& send,
     return;
   }
   // On the copy stream of the GPU of the side in device memory, the sender's if both are (a
-  // push: NVLink writes ran 5-10% faster than reads of the peer's memory, bench/NOTES.md),
+  // push: NVLink writes ran 5-10% faster than reads of the peer's memory),
   // after what was queued on both buffers' streams when they were posted.
   const Buffer& owner = src.mem_type() == MemoryType::DEVICE ? src : dst;
   const int device = owner.resource().device();

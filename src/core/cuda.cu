@@ -240,8 +240,7 @@ void* pool_create(bool pinned_host, std::size_t reserve_bytes) {
     props.location.type = cudaMemLocationTypeHost;
     props.location.id = 0;
     // With the default maximum (0, "system dependent") a host pool on a freshly booted
-    // machine failed to grow past its first allocation, while cudaMallocHost still worked
-    // (two H200s, driver 580: 3 of 3 fresh machines, never once a process had run there).
+    // machine failed to grow past its first allocation, while cudaMallocHost still worked.
     // A maximum set here avoided it. The machine's memory in whole GiB caps nothing that
     // spillway's limits would allow.
     const auto pages = static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES));

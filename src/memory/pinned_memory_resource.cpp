@@ -45,8 +45,8 @@ void* PinnedMemoryResource::do_allocate(std::size_t bytes, Stream stream) {
   // The host may touch the bytes as soon as this returns, so the stream-ordered allocation
   // must have happened. Made on the caller's stream, it waited for all the work queued there:
   // the progress thread allocating a landing buffer on the resource's stream waited for
-  // the kernels of the rank's main thread, and transfers stopped meanwhile (40-180 ms per run
-  // of the spill sweep at 24 GiB, bench/NOTES.md). The bytes are freed on the buffer's stream.
+  // the kernels of the rank's main thread, and transfers stopped meanwhile (tens of ms a run
+  // of the spill sweep). The bytes are freed on the buffer's stream.
   (void)stream;
   void* p = cuda::pool_malloc(pool_, bytes, alloc_stream_);
   cuda::stream_synchronize(alloc_stream_);

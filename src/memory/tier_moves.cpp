@@ -25,8 +25,8 @@ using detail::seconds_since;
 namespace {
 
 // A copy between pageable HOST memory and the GPU of at least staged_min bytes goes through
-// pinned staging: cudaMemcpy from pageable memory is staged by one driver thread (~7 GB/s on
-// the H200 machine, against ~55 from pinned memory), the staged copy by the I/O threads, each
+// pinned staging: cudaMemcpy from pageable memory is staged by one driver thread (~7 GB/s,
+// against ~55 from pinned memory over PCIe 5), the staged copy by the I/O threads, each
 // copying its pieces into a lane of two pinned buffers while the lane's last piece crosses.
 constexpr std::size_t staged_min = std::size_t{4} << 20;
 constexpr std::size_t staged_piece = std::size_t{2} << 20;

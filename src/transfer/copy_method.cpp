@@ -1,5 +1,5 @@
 // Which copy the cuda_ipc backend takes for a batch: the names of the methods (the
-// `ipc_copy` option) and what `auto` means, as measured on an H200.
+// `ipc_copy` option) and what `auto` means, as measured.
 
 #include "core/detail/enum_names.hpp"
 #include "transfer/detail/ipc_copy.hpp"
@@ -29,9 +29,8 @@ CopyMethod choose(CopyMethod wanted, std::size_t mean_bytes, bool kernel_reachab
   if (needs_kernel && !kernel_reachable) return CopyMethod::batch;
   if (wanted != CopyMethod::automatic) return wanted;
   if (!kernel_reachable) return CopyMethod::batch;
-  // bench_ipc_copy on an H200 (bench/results/2026-12-02-transfer-h200.md and
-  // 2026-12-03-transfer-mixed.md): between device memory the kernel is 3-1000x the copy
-  // engines at every chunk size. Over PCIe the kernel's stores reach 0.94 of a contiguous
+  // bench_ipc_copy: between device memory the kernel is 3-1000x the copy engines at every
+  // chunk size. Over PCIe the kernel's stores reach 0.94 of a contiguous
   // copy and the copy engines lose time per chunk (0.70-0.74 at 64 KiB, 0.98 at 1 MiB); both
   // at once reach 0.96-0.97 from 64 KiB chunks in one process (0.91-0.94 between two) and
   // 0.98-0.99 from 256 KiB, and below 64 KiB the copy engines add nothing (16 KiB: 0.94

@@ -180,16 +180,9 @@ std::span<Piece> CopyScratch::pieces(std::size_t n) {
 }
 
 double kernel_share(std::size_t mean_bytes) noexcept {
-  // 0.3 below 256 KiB since the copy engines' pieces are queued in groups (copy_mixed): on an
-  // H100 between two processes at 64 KiB (bench/results/2026-12-07-ce-groups-h100.md), 0.95
-  // of a contiguous write into shared memory and 0.946 into pinned memory, against 0.946 and
-  // 0.923 with one call and 0.5; 0.2-0.35 measured alike.
-  // Before that, on an H200 into pinned memory (bench/results/2026-12-03-transfer-mixed.md), of a
-  // contiguous copy: bench_ipc_copy (one process) puts 64 KiB chunks at 0.96-0.97 with 0.3-0.5
-  // to the kernel (0.94 by the kernel alone, 0.70-0.74 by the copy engines alone) and 256
-  // KiB-1 MiB chunks at 0.98-0.99 with 0.1. Between two processes (the copy engines reading
-  // mapped memory) 64 KiB chunks measured 0.91-0.94 with 0.3-0.5, no better than the
-  // kernel alone, and 1 MiB 0.97-1.00 with 0.1.
+  // The kernel's stores over PCIe reach ~0.95 of a contiguous copy at any chunk size; the
+  // copy engines lose time per chunk below 256 KiB. Together they fill each other's gaps best
+  // with these shares (0.2-0.35 measured alike at 64 KiB; docs/decisions/transfer-engine.md).
   return mean_bytes < (std::size_t{256} << 10) ? 0.3 : 0.1;
 }
 
@@ -234,9 +227,7 @@ void copy_mixed(std::span<const Piece> pieces, double share, Stream stream, cons
   const auto t1 = std::chrono::steady_clock::now();
   // The copy engines' pieces go in groups of kGroup, a call each. A call takes 0.4-0.8 us of
   // host time a piece, and the engines start on its pieces only once it has returned: in one
-  // call, the 717 pieces of a 64 MiB batch of 64 KiB chunks were queued 570 us after the kernel
-  // had started (44% of the batch), and with 0.3 of the bytes to the kernel the batch ran at
-  // 0.86-0.88 of a contiguous write; in groups, 0.94-0.99 (H100, 2026-12-07).
+  // call they started late enough for the kernel to run out of work first.
   constexpr std::size_t kGroup = 128;
   for (std::size_t at = 0; at < rest.size(); at += kGroup) {
     copy_batch(std::span<const Piece>(rest).subspan(at, std::min(kGroup, rest.size() - at)),

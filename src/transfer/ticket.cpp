@@ -49,7 +49,7 @@ bool spin(const detail::TicketState& state, std::chrono::nanoseconds for_at_most
 Status Ticket::wait(std::chrono::nanoseconds timeout) const {
   SPILLWAY_EXPECTS(state_ != nullptr, "Ticket::wait on an empty ticket");
   // A short wait is spun out rather than slept: waking a thread from a futex costs 10-30 us,
-  // a good part of a small batch (bench/NOTES.md, the transfer engine's fixed costs).
+  // a good part of a small batch.
   constexpr auto kSpin = std::chrono::microseconds(100);
   if (spin(*state_, std::min<std::chrono::nanoseconds>(timeout, kSpin))) {
     return state_->status.load(std::memory_order_acquire);

@@ -226,7 +226,7 @@ void TransferEngine::Impl::poll_sockets(bool busy) {
   }
   // Spinning with nothing to do, give way to runnable threads: on 2 cores the spinning target
   // of a polled backend kept a writer's threads off the CPU (one waited 64 KiB write took 4 ms
-  // once the target spun, bench/NOTES.md).
+  // once the target spun).
   if (timeout == 0 && !busy) std::this_thread::yield();
   const int n = ::poll(fds.data(), fds.size(), timeout);
   if (n <= 0) return;

@@ -85,8 +85,8 @@ struct StreamGate {
 }  // namespace
 
 // The progress thread allocates landing buffers on a stream that also carries the rank's
-// kernels; an allocation that waited for them stopped every transfer meanwhile (40-180 ms
-// per spilling run, bench/NOTES.md). Nor may it reuse bytes freed on a busy stream by waiting
+// kernels; an allocation that waited for them stopped every transfer meanwhile (tens of ms
+// per spilling run). Nor may it reuse bytes freed on a busy stream by waiting
 // for that stream.
 TEST(PinnedMemoryResource, AllocationDoesNotWaitForTheCallersStream) {
   if (!cuda::is_available()) GTEST_SKIP() << "no GPU";

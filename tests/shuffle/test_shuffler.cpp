@@ -147,7 +147,7 @@ TEST_P(ShuffleRanks, SmallColumnPiecesGoPacked) {
 
 // Many partitions, most of them empty (200 distinct keys): each is handed out once, with
 // streaming and direct chunks (waiting was a scan of every local partition per call: 20000
-// partitions took 13 s; bench/results/2026-12-01-many-partitions.md). Under the sanitizers,
+// partitions took 13 s). Under the sanitizers,
 // 2000 (ThreadSanitizer took over 20 s for the first of 20000 on 4 ranks).
 TEST_P(ShuffleRanks, TwentyThousandPartitions) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

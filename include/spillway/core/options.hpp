@@ -30,8 +30,8 @@ enum class IoGds { off, automatic, on };
 IoGds parse_io_gds(const std::string& text);
 const char* to_string(IoGds g) noexcept;
 
-/// All settings, each declared once in the settings registry (src/core/options.cpp): its
-/// SPILLWAY_* variable, parser, default and documentation. The README's settings table is
+/// All settings, each declared once in the settings registry (src/core/settings.cpp): its
+/// SPILLWAY_* variable, parser, default and documentation. docs/SETTINGS.md's table is
 /// generated from it (`spillway-settings --markdown`); `options::describe()` gives it at run
 /// time. A default-constructed OptionValues holds every default. Use `options::get()` for a
 /// snapshot of the current settings and the setters to change one.

@@ -158,7 +158,7 @@ Table unpack_and_concat_or_host(std::vector<PackedData> packed, BufferResource& 
 
 /// dsts[i][0, sizes[i]) = srcs[i][0, sizes[i]) for every i, in device memory (or memory the GPU
 /// maps), in one kernel launch on `stream`: many small copies cost one launch and one upload of
-/// their descriptors (cudaMemcpyBatchAsync took ~8 us of host time a copy on an H200; the
+/// their descriptors (cudaMemcpyBatchAsync took ~8 us of host time a copy; the
 /// shuffle gathers small chunks for a peer with it).
 /// @throws spillway::logic_error where the spans' lengths differ
 void copy_batch(std::span<void* const> dsts, std::span<const void* const> srcs,

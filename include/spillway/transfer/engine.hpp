@@ -44,7 +44,7 @@ struct EngineOptions {
   /// How cuda_ipc moves a batch: "kernel" (one gather/scatter kernel), "batch"
   /// (cudaMemcpyBatchAsync, the copy engines), "mixed" (both at once, each on a share of the
   /// chunks), "per_chunk" (a cudaMemcpyAsync per chunk: the baseline benchmarks compare
-  /// with) or "auto" (by chunk size and path, as measured on an H200).
+  /// with) or "auto" (by chunk size and path, as measured).
   /// The initiator's choice holds for its batches, whichever side carries them out.
   std::string ipc_copy{"auto"};
   /// The share of a mixed batch's bytes that cuda_ipc's kernel copies (the copy engines take

@@ -27,9 +27,9 @@ class Ticket {
   Status wait(std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max()) const;
   /// As wait(), but never sleeps: it polls, yielding the CPU in between, so that the end is
   /// seen within microseconds, at the cost of a busy core. wait() spins 100 us, then sleeps,
-  /// and waking a sleeping thread cost 24-309 us of a 1.3 ms write on the lent H100 machine's
-  /// virtual CPUs (bench/NOTES.md). For callers bound by latency, and benchmarks; on a machine
-  /// of few cores the busy core slows the engine's own threads.
+  /// and waking a sleeping thread can cost hundreds of microseconds on virtual CPUs. For callers
+  /// bound by latency, and benchmarks; on a machine of few cores the busy core slows the engine's
+  /// own threads.
   Status spin_wait(std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max()) const;
   /// What went wrong, for an outcome other than ok; empty otherwise.
   [[nodiscard]] std::string message() const;

@@ -42,25 +42,21 @@ struct Shuffler::Impl {
       4;  // the columns of direct chunks (4 + column group)
   /// Column groups insert_finished places a table to hash in (gpu::place_partitions): more start
   /// the first sends sooner, but each repeats the place pass's per-row work and the last ones
-  /// finish every partition at about the same time. 20 GiB of 10 int32 columns per rank on 2 x H200
-  /// (bench/NOTES.md): 3/4/5/10 groups gave 515/531/550/486 GiB/s (-C local), 5 and 10 gave
-  /// 454 and 363 (-C mpi); 406 and 389 packing all partitions first.
+  /// finish every partition at about the same time; 5 measured best
+  /// (docs/decisions/shuffle.md).
   static constexpr std::size_t place_groups = 5;
   /// Chunks for the same peer smaller than this go several to a message while they wait
   /// together: their payloads are gathered into one buffer of up to batch_bytes (and the send
   /// budget), sent and received as one, and split into views of it on arrival. A message, a
-  /// receive and a landing allocation each cost about 25 us a chunk on an H200 (bench/NOTES.md),
-  /// far more than copying ~100 KiB; on 2 CPU cores under MPI a 1.25 MiB chunk's message cost
-  /// more than copying it (the hashed shuffle at -o 64 took 7% less time with chunks up to
-  /// 4 MiB batched). A chunk that waits alone goes as it is.
+  /// receive and a landing allocation each cost tens of us a chunk, far more than copying
+  /// ~100 KiB (docs/decisions/shuffle.md). A chunk that waits alone goes as it is.
   static constexpr std::size_t batch_below = std::size_t{4} << 20;
   static constexpr std::size_t batch_bytes = std::size_t{8} << 20;
 
   /// Whether `bytes` in `chunks` chunks of `columns` columns are better sent packed. Direct
   /// chunks go a message per column; below options' shuffle_direct_piece bytes a column on
-  /// average, those messages cost more than packed chunks' concatenation at the owner. The
-  /// hashed shuffle of 10 int32 columns on an H200 (bench/NOTES.md): packed 1.8x faster with
-  /// pieces of 1.5 and 0.75 MB (-o 128, -o 512), the same with pieces of 6 MB (-o 64).
+  /// average, those messages cost more than packed chunks' concatenation at the owner
+  /// (docs/decisions/shuffle.md).
   [[nodiscard]] bool pieces_too_small(std::size_t bytes, std::size_t chunks,
                                       std::size_t columns) const {
     return chunks > 0 && columns > 0 && bytes / chunks / columns < direct_piece;
@@ -239,12 +235,10 @@ struct Shuffler::Impl {
   template <typename Fn>
   void for_each_piece(const DirectPartition& d, Fn&& fn);
   /// Copies between device buffers of this rank's own chunks, issued as one kernel
-  /// (gpu::copy_batch) for up to own_batch_bytes: a cudaMemcpyAsync each cost the progress
-  /// thread ~5-15 us a piece, 5120 pieces a rank at `-o 512` (bench/NOTES.md). Which pieces go
-  /// by the kernel is the transfer engine's choice between device memory
-  /// (transfer::detail::choose, as the local communicator's copies): below 16 MiB; at -o 64
-  /// (5.8 MB pieces) the hashed shuffle was 7% faster than with the copy engines from 4 MiB
-  /// (bench/results/2026-12-06-copy-kernel-h100.md).
+  /// (gpu::copy_batch) for up to own_batch_bytes: a cudaMemcpyAsync each costs the progress
+  /// thread microseconds a piece, and `-o 512` has thousands. Which pieces go by the kernel is
+  /// the transfer engine's choice between device memory (transfer::detail::choose, as the
+  /// local communicator's copies).
   struct OwnCopies {
     std::vector<void*> dsts;
     std::vector<const void*> srcs;
@@ -300,7 +294,7 @@ struct Shuffler::Impl {
   SpillableStore incoming_store;
   /// The payloads announced to their owners, which leave as soon as the owners are ready for
   /// them: spilled last, after every other store's buffers (a spilled one costs a copy down
-  /// and a slower send; 64 MiB chunks under a device limit on an H200, bench/NOTES.md).
+  /// and a slower send).
   SpillableStore announced_store;
 
   struct Outgoing {

@@ -20,8 +20,7 @@ constexpr unsigned block_threads = 256;
 /// What one block does with items [a, b) of a range.
 /// A copy is memory-latency bound unless many loads are in flight: each block copies 32 KiB
 /// with four loads a thread issued before their stores (a block of 256 KiB, one load at a
-/// time, copied a 15 MB concatenation in 78 us on an H200, a fifth of its bandwidth, with
-/// fewer blocks than SMs).
+/// time, left fewer blocks than SMs and a fifth of the bandwidth).
 struct CopyBody {
   static constexpr std::size_t chunk = std::size_t{32} << 10;  // bytes per block
   static constexpr unsigned unroll = 4;                        // loads in flight a thread
@@ -116,7 +115,7 @@ __global__ void ranges_kernel(const R* ranges, const std::size_t* first_chunk, s
 /// Up to this many ranges travel in the kernel's arguments (at most ~1.3 KiB of them), not in
 /// device memory: a batch of a few ranges (a concatenation's columns) then costs one launch, not
 /// two allocations, two copies from pageable memory and two frees besides (~10-15 us of host
-/// time a call, bench/NOTES.md).
+/// time a call).
 constexpr std::size_t inline_ranges = 32;
 
 template <typename R>

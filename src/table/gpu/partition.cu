@@ -200,8 +200,8 @@ std::vector<PackedData> partition_and_pack(const TableView& table,
     return std::size_t{sizes.starts[p + 1] - sizes.starts[p]};
   };
   // Only the payloads' sizes and places here, while the GPU waits; their Buffers and metadata
-  // after the kernels are queued (a PackLayout per partition here took 1.6 ms of 4096
-  // partitions' 2.4 ms of host work with the GPU idle, the Buffers ~0.2 ms: bench/NOTES.md).
+  // after the kernels are queued (a PackLayout per partition here was most of the host's
+  // work at 4096 partitions, with the GPU idle).
   partition_any(
       table, keys, num_partitions, seed, br, stream, /*contiguous=*/false,
       [&](const Sizes& sizes, std::span<Dest> dest) {

@@ -6,7 +6,7 @@
 // At 4096 partitions of 10 columns they are 40960 Dests (1.6 MB), written while the GPU waits
 // for them. Built in a fresh std::vector, copied into a second one with the dense `data` array
 // and sent from that pageable memory, they cost two passes over freshly faulted pages and a
-// copy the host waits for (bench/NOTES.md, "Destinations in page-locked memory").
+// copy the host waits for (docs/decisions/gpu-partitioning.md).
 
 #include <spillway/core/cuda.hpp>
 #include <spillway/memory/buffer_resource.hpp>

@@ -35,7 +35,7 @@ class PackedOutputs {
   /// Payloads of `sizes` bytes, in order. Runs of small ones (under 4 MiB) share a device block of
   /// up to 16 MiB when the GPU has room for it without spilling: each is then a view that
   /// holds its block, whose memory is freed with the last of them (spilling one alone frees
-  /// nothing yet). A device allocation and its free cost ~2 us on an H200: a quarter of a
+  /// nothing yet). A device allocation and its free cost ~2 us: a quarter of a
   /// partition_and_pack into 4096 parts.
   /// @throws spillway::out_of_memory as allocate()
   std::vector<std::unique_ptr<Buffer>> allocate_all(std::span<const std::size_t> sizes);

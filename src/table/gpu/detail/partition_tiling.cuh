@@ -37,8 +37,8 @@ constexpr unsigned place_blocks_per_sm = 3;
 /// one atomic each) instead of grouping equal partitions with __match_any_sync.
 constexpr std::uint32_t few_partitions = 16;
 /// Partitions up to which the place pass ranks rows within warps (split_place_kernel) instead
-/// of sorting sub-tiles (place_kernel): 0.67 against 0.58 of the copy ceiling at 2 partitions,
-/// 0.50 against 0.52 at 4, and worse beyond (bench/NOTES.md).
+/// of sorting sub-tiles (place_kernel): faster at 2 partitions, slower from 4
+/// (docs/decisions/gpu-partitioning.md).
 constexpr std::uint32_t split_partitions = 2;
 /// The same for PartitionPlan, which places a few columns per call: the sort pass repeats its
 /// per-row work (the sort) for each call, the warp split only its rank computation.
@@ -47,9 +47,8 @@ constexpr std::uint32_t plan_split_partitions = 4;
 /// in shared memory (16 KiB).
 constexpr std::size_t shared_count_partitions = 4096;
 /// Partitions from which pass 3 finds each row's place first and then scatters the columns
-/// one at a time (scatter_kernel) instead of writing sorted sub-tiles of every column: on one
-/// H200 the sort won at 256 (0.21 against 0.09 of the copy) and lost at 1024 (0.05 against
-/// 0.07) and 4096 (0.02 against 0.04; bench/NOTES.md).
+/// one at a time (scatter_kernel) instead of writing sorted sub-tiles of every column: the sort
+/// wins at 256 partitions and loses from 1024.
 constexpr std::uint32_t wide_partitions = 512;
 /// The wide pass 3 finds the places of up to this many chunks of rows one after another (each
 /// chunk's columns scattered before the next), so that their scratch is a fraction of the rows:
@@ -63,12 +62,8 @@ constexpr double wide_scratch_share = 0.09;
 constexpr std::size_t tile_partition_rows = 8;
 /// With wide_partitions to wide_tile_partitions partitions, 32 or 16 rows a partition where a
 /// tile's values of the widest fixed-width column then take at most wide_tile_bytes: the staged
-/// scatter then writes runs of 32 or 16 rows of a partition on average instead of 8. On one
-/// H100, 16 rows: partition_and_pack of 10 int32 columns 0.230 -> 0.260 of the copy at 1024
-/// partitions (two 104 KiB blocks a multiprocessor), 0.209 -> 0.240 at 2048 (one 208 KiB
-/// block), whose peak extra memory fell from 1.089 to 1.076 of the input (half the tiles'
-/// counts); 32 rows: 0.27 -> 0.33 at 1024 (one 200 KiB block), 0.31 -> 0.34 at 512, peak 1.069
-/// (bench/NOTES.md).
+/// scatter then writes runs of 32 or 16 rows of a partition on average instead of 8, and the
+/// tiles' counts (and the peak extra memory) shrink (docs/decisions/gpu-partitioning.md).
 constexpr std::size_t wide_tile_partitions = 2048;
 constexpr std::size_t wide_tile_bytes = std::size_t{128} << 10;
 /// A tile split over a cluster of two blocks (Tiling::split, on GPUs with thread block clusters)

@@ -110,7 +110,7 @@ inline std::size_t staged_bytes(const Tiling& tl, std::size_t width, std::size_t
          (label_width != 0 ? tl.block_rows() * label_width
                            : std::size_t{tl.parts} * sizeof(std::uint32_t));
 }
-/// The most shared memory a block of the current device may take (227 KiB on an H200).
+/// The most shared memory a block of the current device may take (227 KiB on sm_90).
 inline std::size_t staged_max_bytes() {
   int device = 0;
   int bytes = 0;
@@ -202,7 +202,7 @@ struct StagedTile {
 
 /// staged_scatter_kernel's loads of 4-byte values (`src`, n of them), their ranks and (Labels)
 /// partition ids into the staged tile, `staged_quads` runs of four rows a thread at once: the
-/// kernel is latency-bound (bench/NOTES.md), and vector loads put more bytes in flight in fewer
+/// kernel is latency-bound, and vector loads put more bytes in flight in fewer
 /// registers. Every pointer 16-byte aligned; the last n % 4 rows are left to the caller.
 template <bool Labels, typename Tile>
 __device__ inline void stage_quads(const std::uint32_t* src, const TileRank* ranks,
@@ -263,9 +263,8 @@ __global__ void __launch_bounds__(staged_threads, Split ? 1 : 2)
   // Split: both blocks run before either writes into the other's shared memory (the CUDA
   // programming guide's condition for distributed shared memory): each says so at once and
   // waits for the other only before its first such store. (A whole cluster barrier before the
-  // staging made every thread wait for the slowest one's partition table below: on an H100,
-  // partition_and_pack into 4096 partitions of 4-byte columns took 6.1-6.3 ms a call with it,
-  // 5.0-5.5 with the arrive and wait apart.)
+  // staging made every thread wait for the slowest one's partition table below, and lost
+  // the split's whole gain.)
   if constexpr (Split) cluster_arrive_relaxed();
   const unsigned h = Split ? cluster_rank() : 0;
   const std::uint32_t b = Split ? blockIdx.x / max_split : blockIdx.x;
