@@ -2,7 +2,7 @@
 # Sets up, builds and runs every test: formatting, the CPU build (-Werror) with its tests,
 # AddressSanitizer+UBSan and ThreadSanitizer builds with their tests, the GPU build where nvcc
 # exists (GPU tests skip without a GPU), a bounded run of every libFuzzer target with its
-# regression inputs (scripts/fuzz.sh), the Python package (pip install . and its pytest suite),
+# regression inputs (scripts/fuzz.sh), the Python package (built in that build) and its pytest suite,
 # a find_package(spillway) consumer of the install, and the README's main job and C++ example.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,12 +25,16 @@ bash scripts/format.sh --check
 
 run_preset() {
   local preset=$1
+  shift
   step "build + test: $preset"
-  cmake --preset "$preset" >/dev/null
+  cmake --preset "$preset" "$@" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
   ctest --preset "$preset" -j "$jobs" --timeout 300
 }
 
+# The Python extension is built in the build whose tests run (no second build of the library),
+# and its pytest suite runs on it through PYTHONPATH.
+python_module=(-DSPILLWAY_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)")
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   # The GPU build's tests are the same sources in Release (-Werror), and run on the CPU paths
   # where there is no GPU; so the CPU build here only builds what the install and the demo
@@ -38,20 +42,19 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   step "build: cpu (its tests run in the gpu build)"
   cmake --preset cpu -DSPILLWAY_BUILD_TESTS=OFF >/dev/null
   cmake --build --preset cpu -j "$jobs"
-  run_preset gpu
+  run_preset gpu "${python_module[@]}"
+  pybuild=build/gpu
 else
   step "gpu: skipped (no nvcc on this machine)"
-  run_preset cpu
+  run_preset cpu "${python_module[@]}"
+  pybuild=build/cpu
 fi
 run_preset asan
 run_preset tsan  # TSAN_OPTIONS in the preset: halt on error, tests/tsan.supp
 
-step "python: pip install . (scikit-build-core, nanobind) into a venv, then its pytest suite"
-venv=build/python-venv
-python3 -m venv --system-site-packages "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-build-isolation \
-  --force-reinstall --no-deps .
-(cd tests/python && "../../$venv/bin/python" -m pytest -q -p no:cacheprovider .)
+step "python: the package of $pybuild (PYTHONPATH), its pytest suite"
+pypath="$PWD/$pybuild/python"
+(cd tests/python && PYTHONPATH="$pypath" python3 -m pytest -q -p no:cacheprovider .)
 
 step "fuzz: every target (libFuzzer, ASan + UBSan, ${SPILLWAY_FUZZ_SECONDS:-20} s each) and their regressions"
 FUZZ_REBUILD=1 bash scripts/fuzz.sh --seconds "${SPILLWAY_FUZZ_SECONDS:-20}"
