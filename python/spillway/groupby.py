@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Mapping, Sequence
 
 from . import _spillway
+from ._args import comm_and_br
 from ._operator import JoinChunks, _Handoff, _Side
 from .errors import UsageError
 from .shuffle import _Progress, _key_indices, _in_slices
@@ -56,14 +57,16 @@ def _finish(table: Any, keys: Sequence[str], specs) -> Any:
     return pa.table(cols, names=names)
 
 
-def groupby(data: Any, keys: Sequence[str], aggregations: Any, br: _spillway.BufferResource,
-            comm: _spillway.Communicator | None = None, partitions: int | None = None,
+def groupby(data: Any, keys: Sequence[str], aggregations: Any,
+            comm: _spillway.Communicator | None = None,
+            br: _spillway.BufferResource | None = None, *, partitions: int | None = None,
             op_id: int = 0, batch_rows: int = 65536) -> Any:
     """GROUP BY `keys` (column names) with `aggregations` ({column: op or [ops]} or
     [(column, op)], ops count, sum, min, max, mean), as SQL does it: nulls skipped, null keys
     one group. Without `comm`: a pyarrow Table of the groups. With `comm`, every rank calls it
     with its part of the data and gets an iterator of (partition, pyarrow Table) of the groups
     it owns; each group is on exactly one rank."""
+    comm, br = comm_and_br("groupby", comm, br, needs_comm=False)
     specs = _specs(aggregations)
     keys = [str(k) for k in keys]
     if comm is None:

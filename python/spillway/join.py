@@ -1,5 +1,4 @@
-"""Joins: `join` of two tables in this process, and `hash_join`, the distributed join of the
-seed article: both sides shuffled into the same partitions by their keys, then each partition
+"""Joins: `join` of two tables in this process, and `hash_join`, the distributed join: both sides shuffled into the same partitions by their keys, then each partition
 pair joined locally as soon as both of its sides have arrived, one at a time, the others
 waiting spillable."""
 
@@ -8,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from . import _spillway
+from ._args import comm_and_br
 from ._operator import JoinChunks, _Handoff, _Side
 from .errors import UsageError
 from .shuffle import _Progress, _key_indices
@@ -25,12 +25,14 @@ def _as_table(data: Any, br: _spillway.BufferResource) -> _spillway.Table:
     return data if isinstance(data, _spillway.Table) else from_arrow(data, br)
 
 
-def join(left: Any, right: Any, on: Sequence[int | str], br: _spillway.BufferResource,
-         how: str = "inner", right_on: Sequence[int | str] | None = None) -> Any:
+def join(left: Any, right: Any, on: Sequence[int | str],
+         comm: _spillway.Communicator | None = None, br: _spillway.BufferResource | None = None,
+         *, how: str = "inner", right_on: Sequence[int | str] | None = None) -> Any:
     """The hash join of two tables (anything with the Arrow PyCapsule interface, or spillway
     Tables in host memory) on key columns `on` of the left and `right_on` (default `on`) of the
     right, as a pyarrow Table: the left columns, then for inner, left and full joins the right
     ones (a name already taken gets "_right"). SQL semantics: a null key matches nothing."""
+    _, br = comm_and_br("join", comm, br, needs_comm=False, local_only=True)
     _check_how(how)
     lt, rt = _as_table(left, br), _as_table(right, br)
     lk = _key_indices(on, lt.column_names)
@@ -38,8 +40,9 @@ def join(left: Any, right: Any, on: Sequence[int | str], br: _spillway.BufferRes
     return to_arrow(_spillway.join_tables(lt, rt, lk, rk, how, br))
 
 
-def hash_join(left: Any, right: Any, on: Sequence[int | str], comm: _spillway.Communicator,
-              br: _spillway.BufferResource, how: str = "inner",
+def hash_join(left: Any, right: Any, on: Sequence[int | str],
+              comm: _spillway.Communicator | None = None,
+              br: _spillway.BufferResource | None = None, *, how: str = "inner",
               right_on: Sequence[int | str] | None = None, partitions: int | None = None,
               op_id: int = 0, progress: bool = False, right_bytes: int | None = None,
               chunk_bytes: int | None = None, batch_rows: int = 65536,
@@ -59,6 +62,7 @@ def hash_join(left: Any, right: Any, on: Sequence[int | str], comm: _spillway.Co
     straight from its Arrow buffers to the GPU (through pinned staging), the join runs there,
     and the chunks are spillway Tables on the GPU (as they are when the inputs are spillway
     Tables on the GPU)."""
+    comm, br = comm_and_br("hash_join", comm, br, needs_comm=True)
     _check_how(how)
     right_keys = on if right_on is None else right_on
     handoff = _Handoff("hash_join")

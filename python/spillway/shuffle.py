@@ -6,6 +6,7 @@ import time
 from typing import Any, Iterator, Sequence
 
 from . import _spillway
+from ._args import comm_and_br
 from .errors import UsageError
 from .tables import batches, from_arrow, to_arrow
 
@@ -39,9 +40,9 @@ def _in_slices(data: Any, rows: int) -> Any:
     return data
 
 
-def shuffle(data: Any, keys: Sequence[int | str], comm: _spillway.Communicator,
-            br: _spillway.BufferResource, partitions: int | None = None, op_id: int = 0,
-            batch_rows: int = 65536, progress: bool = False,
+def shuffle(data: Any, keys: Sequence[int | str], comm: _spillway.Communicator | None = None,
+            br: _spillway.BufferResource | None = None, *, partitions: int | None = None,
+            op_id: int = 0, batch_rows: int = 65536, progress: bool = False,
             device: bool = False) -> Iterator[tuple[int, Any]]:
     """Shuffles `data` (anything with __arrow_c_stream__ or __arrow_c_array__; a stream is
     inserted batch by batch) between the ranks of `comm`: rows go to the owner of the hash of
@@ -54,8 +55,10 @@ def shuffle(data: Any, keys: Sequence[int | str], comm: _spillway.Communicator,
     device=True yields spillway Tables on the GPU instead (take their columns with
     `table.column(name)` through DLPack); `data` may then be a spillway Table on the GPU
     (spillway.from_dlpack), which is partitioned there."""
-    for pid, (table,) in shuffle_together([(data, keys)], comm, br, partitions, op_id,
-                                          batch_rows, progress, device):
+    comm, br = comm_and_br("shuffle", comm, br, needs_comm=True)
+    for pid, (table,) in shuffle_together([(data, keys)], comm, br, partitions=partitions,
+                                          op_id=op_id, batch_rows=batch_rows,
+                                          progress=progress, device=device):
         yield pid, table
 
 
@@ -123,7 +126,8 @@ def _insert(s: _spillway.Shuffler, data: Any, keys: Sequence[int | str],
 
 
 def shuffle_together(inputs: Sequence[tuple[Any, Sequence[int | str]]],
-                     comm: _spillway.Communicator, br: _spillway.BufferResource,
+                     comm: _spillway.Communicator | None = None,
+                     br: _spillway.BufferResource | None = None, *,
                      partitions: int | None = None, op_id: int = 0, batch_rows: int = 65536,
                      progress: bool = False, device: bool = False,
                      ) -> Iterator[tuple[int, tuple[Any, ...]]]:
@@ -133,6 +137,7 @@ def shuffle_together(inputs: Sequence[tuple[Any, Sequence[int | str]]],
     so that only the partition being handed over is in memory: a join of each partition in
     turn runs in bounded memory. Op ids op_id .. op_id + len(inputs) - 1 are used.
     progress and device: as shuffle's."""
+    comm, br = comm_and_br("shuffle_together", comm, br, needs_comm=True)
     total = comm.nranks if partitions is None else int(partitions)
     shufflers = [_spillway.Shuffler(comm, op_id + i, total, br) for i in range(len(inputs))]
     local = shufflers[0].local_partitions if shufflers else []

@@ -6,15 +6,17 @@ from __future__ import annotations
 from typing import Any, Iterator, Mapping
 
 from . import _spillway
+from .tier import Tier, tier_name
 from .errors import UsageError
 
 
-def batches(data: Any, br: _spillway.BufferResource, tier: str = "HOST",
+def batches(data: Any, br: _spillway.BufferResource, tier: "Tier | str" = "HOST",
             rows: int = 0) -> Iterator[_spillway.Table]:
     """spillway Tables, one per record batch of `data` (a stream is read as it goes), each
     copied into `tier` ("DEVICE": straight to the GPU); spillway Tables as they are. With
     `rows`, a stream's consecutive batches are copied into one table while they fit in that
     many rows (a Parquet file's row groups, say)."""
+    tier = tier_name(tier)
     if isinstance(data, _spillway.Table):
         yield data
     elif hasattr(data, "__arrow_c_array__"):

@@ -229,7 +229,9 @@ void bind_arrow(nb::module_& m) {
       nb::keep_alive<0, 3>(),
       "A spillway Table copied from an Arrow record batch's capsules into `tier` ('HOST', "
       "'PINNED_HOST', or 'DEVICE': straight to the GPU, through pinned staging).");
-  m.def(
+  // Test hooks live in the private submodule _spillway.testing.
+  nb::module_ testing = m.def_submodule("testing", "Hooks for spillway's own tests.");
+  testing.def(
       "pack_round_trip",
       [](const Table& t, BufferResource& br) { return to_table(unpack(pack(t.view(), br))); },
       nb::arg("table"), nb::arg("br"), nb::keep_alive<0, 2>(),

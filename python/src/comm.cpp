@@ -1,9 +1,12 @@
-// Communicators: N local ranks (threads of this process, driven from Python threads) and this
-// process's rank of an MPI job. Blocking calls release the GIL.
+// Communicators: N local ranks (threads of this process, driven from Python threads), this
+// process's rank of an MPI job, and ranks over transfer engines (processes under spillway-run,
+// or threads meeting in a directory). Blocking calls release the GIL.
 #include "bindings.hpp"
 
+#include <spillway/comm/bootstrap.hpp>
 #include <spillway/comm/local.hpp>
 #include <spillway/comm/mpi.hpp>
+#include <spillway/comm/transfer.hpp>
 #include <spillway/core/error.hpp>
 
 #include <nanobind/stl/string.h>
@@ -13,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace spillway::python {
@@ -53,6 +57,30 @@ void bind_comm(nb::module_& m) {
         return out;
       },
       nb::arg("nranks"), "The communicators of a group of `nranks` ranks as threads.");
+  m.def(
+      "transfer_communicator",
+      [](BufferResource& br, int rank, int nranks, const std::string& directory,
+         const std::string& token, const std::string& backend, const std::string& provider,
+         const std::string& address) {
+        LaunchInfo launch;
+        if (nranks < 0) {  // this process's rank under spillway-run
+          auto here = bootstrap::from_environment();
+          SPILLWAY_EXPECTS(here.has_value(),
+                           "spillway.comm.transfer() without ranks runs under spillway-run "
+                           "(no SPILLWAY_RUN_* variables here)");
+          launch = *here;
+        } else {
+          SPILLWAY_EXPECTS(nranks >= 1 && rank >= 0 && rank < nranks,
+                           "rank " + std::to_string(rank) + " of " + std::to_string(nranks));
+          launch = LaunchInfo{rank, nranks, -1, directory, token};
+        }
+        return make_transfer_communicator(br, launch, {backend, provider, address, {}});
+      },
+      nb::arg("br"), nb::arg("rank") = 0, nb::arg("nranks") = -1, nb::arg("directory") = "",
+      nb::arg("token") = "", nb::arg("backend") = "", nb::arg("provider") = "",
+      nb::arg("address") = "", nb::keep_alive<0, 1>(), nb::call_guard<nb::gil_scoped_release>(),
+      "A rank over a transfer engine of its own; collective over the ranks, which meet in "
+      "`directory` (nranks < 0: this process's rank under spillway-run).");
   m.def("mpi_is_compiled", [] { return mpi::is_compiled(); });
   m.def(
       "mpi_finalize", [] { mpi::finalize(); },

@@ -6,6 +6,7 @@
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/core/options.hpp>
+#include <spillway/core/setting_by_name.hpp>
 
 #include <nanobind/stl/string.h>
 
@@ -69,6 +70,10 @@ NB_MODULE(_spillway, m) {
         return d;
       },
       "Every SPILLWAY_* setting and its current value.");
+  m.def("set_setting", &options::set_by_name, nb::arg("variable"), nb::arg("value"),
+        "Sets the setting of a SPILLWAY_* variable from text, checked as the environment's.");
+  m.def("setting", &options::get_by_name, nb::arg("variable"),
+        "The current value of a SPILLWAY_* variable's setting, as text.");
   bind_errors(m);
   bind_memory(m);
   bind_arrow(m);

@@ -1,6 +1,7 @@
 // The options object: the current settings (from the registry's defaults and the
 // environment, core/detail/settings.hpp), their setters, and the registry's descriptions.
 #include <spillway/core/options.hpp>
+#include <spillway/core/setting_by_name.hpp>
 
 #include <spillway/core/error.hpp>
 
@@ -194,6 +195,28 @@ std::vector<SettingInfo> describe() {
   std::vector<SettingInfo> out;
   for (const Setting& s : registry()) out.push_back({s.var, s.default_text, s.doc, s.show(now)});
   return out;
+}
+
+namespace {
+const Setting& setting_named(const std::string& var) {
+  for (const Setting& s : registry()) {
+    if (var == s.var) return s;
+  }
+  SPILLWAY_FAIL("no setting " + var + " (spillway-settings lists them)");
+}
+}  // namespace
+
+void set_by_name(const std::string& var, const std::string& text) {
+  const Setting& s = setting_named(var);
+  update([&](OptionValues& v) {
+    OptionValues changed = v;
+    s.load(changed, text);  // parses and checks: a bad value leaves every setting as it was
+    v = std::move(changed);
+  });
+}
+
+std::string get_by_name(const std::string& var) {
+  return setting_named(var).show(get());
 }
 
 std::string markdown_table() {

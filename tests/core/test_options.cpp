@@ -1,5 +1,6 @@
 #include <spillway/core/error.hpp>
 #include <spillway/core/options.hpp>
+#include <spillway/core/setting_by_name.hpp>
 #include <spillway/core/topology.hpp>
 #include <spillway/core/units.hpp>
 
@@ -218,4 +219,34 @@ TEST(Options, TheSettingsPageTableIsTheRegistrys) {
       << page << " has no settings table between '" << begin << "' and '" << end << "'";
   EXPECT_EQ(text.substr(a + begin.size(), b - a - begin.size()), options::markdown_table())
       << "regenerate it: spillway-settings --markdown";
+}
+
+TEST(Options, ASettingIsSetAndReadByItsVariablesName) {
+  OptionsGuard guard;
+  options::set_by_name("SPILLWAY_MEMORY_WAIT_MS", "250");
+  EXPECT_EQ(options::get().memory_wait, std::chrono::milliseconds(250));
+  EXPECT_EQ(options::get_by_name("SPILLWAY_MEMORY_WAIT_MS"), "250");
+  options::set_by_name("SPILLWAY_TRANSFER_PROVIDER", "shm");  // one of those without a setter
+  EXPECT_EQ(options::get_by_name("SPILLWAY_TRANSFER_PROVIDER"), "shm");
+  options::set_by_name("SPILLWAY_LOG_LEVEL", "error");
+  EXPECT_EQ(options::log_level(), LogLevel::error);
+}
+
+TEST(Options, ABadNameOrValueByNameIsAnErrorThatChangesNothing) {
+  OptionsGuard guard;
+  const OptionValues before = options::get();
+  try {
+    options::set_by_name("SPILLWAY_NO_SUCH_THING", "1");
+    ADD_FAILURE() << "accepted";
+  } catch (const logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("SPILLWAY_NO_SUCH_THING"), std::string::npos) << e.what();
+  }
+  try {
+    options::set_by_name("SPILLWAY_IO_THREADS", "lots");
+    ADD_FAILURE() << "accepted";
+  } catch (const logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("SPILLWAY_IO_THREADS"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(options::get().io_threads, before.io_threads);
+  EXPECT_THROW(options::get_by_name("spill_dir"), logic_error);
 }

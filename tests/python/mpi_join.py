@@ -32,8 +32,8 @@ def main():
     parts = [t for _, t in spillway.hash_join(mine(left, r, n), mine(right, r, n), ["k", "s"],
                                               comm, br, how=how, partitions=8)]
     pq.write_table(pa.concat_tables(parts) if parts else side(0, 0, "a"), out / f"join_{r}.parquet")
-    groups = [t for _, t in spillway.groupby(mine(data(9000, 2), r, n), ["k", "s"], AGGS, br,
-                                             comm=comm, partitions=5, batch_rows=1000, op_id=7)]
+    groups = [t for _, t in spillway.groupby(mine(data(9000, 2), r, n), ["k", "s"], AGGS,
+                                             comm, br, partitions=5, batch_rows=1000, op_id=7)]
     if groups:
         pq.write_table(pa.concat_tables(groups), out / f"groupby_{r}.parquet")
     (out / f"peak_{r}.txt").write_text(str(br.peak("HOST")))

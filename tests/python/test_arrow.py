@@ -96,7 +96,7 @@ def test_record_batches_and_streams(br):
 
 def test_the_pack_format_keeps_everything(br):
     t = sample(1000)
-    packed = spillway._spillway.pack_round_trip(spillway.from_arrow(t, br), br)
+    packed = spillway._spillway.testing.pack_round_trip(spillway.from_arrow(t, br), br)
     assert spillway.to_arrow(packed).equals(t)
 
 

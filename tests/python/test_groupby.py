@@ -72,7 +72,7 @@ def test_distributed_groupby_equals_duckdb(tmp_path, nranks):
     def rank(comm, br):
         n = t.num_rows
         mine = t.slice(comm.rank * n // nranks, (comm.rank + 1) * n // nranks - comm.rank * n // nranks)
-        return [part for _, part in spillway.groupby(mine, ["k", "s"], AGGS, br, comm=comm,
+        return [part for _, part in spillway.groupby(mine, ["k", "s"], AGGS, comm, br,
                                                       partitions=5, batch_rows=1000)]
 
     results = spillway.comm.local(nranks, rank, use_gpu=False, host_limit="1MiB",
@@ -98,5 +98,5 @@ def test_groupby_errors_are_usage_errors(br):
 def test_a_distributed_groupby_of_no_table_names_itself():
     def rank(comm, br):
         with pytest.raises(spillway.UsageError, match="groupby: an input gave no table"):
-            list(spillway.groupby([], ["k"], {"i": "sum"}, br, comm=comm))
+            list(spillway.groupby([], ["k"], {"i": "sum"}, comm, br))
     spillway.comm.local(1, rank, use_gpu=False)
