@@ -3,6 +3,7 @@
 #include <spillway/core/error.hpp>
 
 #include "cli.hpp"
+#include "pcie.hpp"
 
 #include <sys/resource.h>
 
@@ -95,6 +96,7 @@ void Report::summary(const std::vector<std::vector<RunResult>>& runs) const {
   std::cout << "medians: elapsed " << fixed(cli::median(mine), 4)
             << " sec | local throughput: " << rate(input_bytes, cli::median(mine))
             << " | global throughput: " << rate(input_bytes * n, cli::median(slowest)) << "\n";
+  if (gpu && br.limit(MemoryType::DEVICE) != unlimited_bytes) pcie_floor(runs, cli::median(mine));
   if (!baseline.empty()) {
     const double base = cli::median(baseline);
     std::cout << "MPI_Alltoallv of the same bytes (own block included), after each run: median "
@@ -102,6 +104,35 @@ void Report::summary(const std::vector<std::vector<RunResult>>& runs) const {
               << "\nratio shuffle / MPI_Alltoallv (global throughput, medians): "
               << fixed(base / cli::median(slowest), 3) << "\n";
   }
+}
+
+void Report::pcie_floor(const std::vector<std::vector<RunResult>>& runs, double median) const {
+  // Every rank's share over its limit, down and back up once, the two directions at once: the
+  // busiest link carries the sum of its ranks' shares each way at its both-ways rate.
+  const std::size_t n = runs.front().size();
+  const double over =
+      std::max(0.0, input_bytes - static_cast<double>(br.limit(MemoryType::DEVICE)));
+  std::vector<double> bytes(n, over);
+  std::vector<double> links(n);
+  for (std::size_t r = 0; r < n; ++r) links[r] = runs.front()[r].link;
+  const double floor = tools::pcie_floor_seconds(bytes, links, pcie[4]);
+  std::vector<double> down, up;
+  for (const auto& all : runs) {
+    double d = 0, u = 0;
+    for (const auto& r : all) {
+      d += r.down_bytes;
+      u += r.up_bytes;
+    }
+    down.push_back(d / double(n));
+    up.push_back(u / double(n));
+  }
+  std::cout << "PCIe floor: " << fixed(floor, 4) << " sec (what exceeds each rank's device limit, "
+            << format_bytes(over) << ", down and back up once, the ranks of a GPU on its one link"
+            << " at " << fixed(pcie[4], 1) << " GB/s, its H2D rate with copies both ways at once)"
+            << " | the median reaches " << fixed(median > 0 ? floor / median : 0, 3)
+            << " of it | copies a rank, median run: " << format_bytes(cli::median(down))
+            << " down, " << format_bytes(cli::median(up)) << " up (the statistics' copies; "
+            << "kernels that read or write pinned memory are not counted)\n";
 }
 
 void Report::json(const std::vector<std::vector<RunResult>>& runs,

@@ -43,6 +43,9 @@ struct Report {
   void pcie_ceilings() const;
   void run(const std::vector<RunResult>& all, bool warmup, const std::string& problem) const;
   void summary(const std::vector<std::vector<RunResult>>& runs) const;
+  /// Under a device limit: the PCIe floor (the bytes that must cross, at the link's rate), the
+  /// fraction of it the median reaches, and what the statistics' copies moved.
+  void pcie_floor(const std::vector<std::vector<RunResult>>& runs, double median) const;
   /// Writes o.json. @throws spillway::io_error when it cannot
   void json(const std::vector<std::vector<RunResult>>& runs,
             const std::vector<std::vector<std::uint8_t>>& stats,

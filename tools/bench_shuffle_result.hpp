@@ -31,6 +31,9 @@ struct RunResult {
   double excluded{0};  // making the input, checksums
   std::uint64_t peak_device{0};
   std::uint64_t peak_host{0};
+  double down_bytes{0};            // the statistics' copies out of device memory during the run
+  double up_bytes{0};              // and into it
+  double link{0};                  // tools::pcie_link_id of the rank's GPU
   std::vector<TableChecksum> in;   // per partition: what this rank inserted
   std::vector<TableChecksum> out;  // per partition: what this rank extracted
 
@@ -41,6 +44,9 @@ struct RunResult {
     put(b, excluded);
     put(b, peak_device);
     put(b, peak_host);
+    put(b, down_bytes);
+    put(b, up_bytes);
+    put(b, link);
     return b;
   }
   static RunResult decode_figures(const std::vector<std::uint8_t>& b) {
@@ -50,6 +56,9 @@ struct RunResult {
     r.excluded = get<double>(b, at);
     r.peak_device = get<std::uint64_t>(b, at);
     r.peak_host = get<std::uint64_t>(b, at);
+    r.down_bytes = get<double>(b, at);
+    r.up_bytes = get<double>(b, at);
+    r.link = get<double>(b, at);
     return r;
   }
   /// The per-partition checksums, which only rank 0 sums (every rank's would be n^2 each).

@@ -9,11 +9,16 @@
 
 #include "cli.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -21,6 +26,27 @@
 namespace spillway::tools {
 
 using Owned = std::unique_ptr<void, void (*)(void*)>;
+
+/// Which PCIe link a rank's copies take: its host and GPU, as a number that fits a double
+/// exactly (52 bits), so that ranks can sum them in one allreduce.
+inline std::uint64_t pcie_link_id(int device) {
+  std::array<char, 256> host{};
+  ::gethostname(host.data(), host.size() - 1);
+  return (std::hash<std::string>{}(host.data()) ^ static_cast<std::uint64_t>(device)) >> 12;
+}
+
+/// The seconds the busiest link needs for the bytes each rank must move over it: `bytes[r]`
+/// and `links[r]` (pcie_link_id) of every rank r, at `gbps` a link.
+inline double pcie_floor_seconds(const std::vector<double>& bytes, const std::vector<double>& links,
+                                 double gbps) {
+  double floor = 0;
+  for (std::size_t r = 0; r < bytes.size(); ++r) {
+    double on_link = 0;
+    for (std::size_t q = 0; q < bytes.size(); ++q) on_link += links[q] == links[r] ? bytes[q] : 0;
+    floor = std::max(floor, on_link / (gbps * 1e9));
+  }
+  return floor;
+}
 
 /// A pinned host and a device buffer of `n` bytes, both written.
 inline std::pair<Owned, Owned> pcie_buffers(std::size_t n) {

@@ -12,7 +12,7 @@
 #include <spillway/ops/table_source.hpp>
 #include <spillway/table/table.hpp>
 
-#include <unistd.h>
+#include "pcie.hpp"
 
 #include <algorithm>
 #include <array>
@@ -122,22 +122,13 @@ inline std::string pcie_floor_line(Communicator& comm, const BufferResource& br,
   const auto me = static_cast<std::size_t>(comm.rank());
   const double over =
       std::max(0.0, input_bytes - static_cast<double>(br.limit(MemoryType::DEVICE)));
-  std::array<char, 256> host{};
-  ::gethostname(host.data(), host.size() - 1);
-  const std::uint64_t link =
-      (std::hash<std::string>{}(host.data()) ^ static_cast<std::uint64_t>(br.device())) >> 12;
   std::vector<double> bytes(n, 0);
   std::vector<double> links(n, 0);
   bytes[me] = input_bytes + 2 * over;
-  links[me] = static_cast<double>(link);  // (exact: 52 bits)
+  links[me] = static_cast<double>(pcie_link_id(br.device()));
   bytes = allreduce(comm, 902, std::span<const double>(bytes), ReduceOp::sum);
   links = allreduce(comm, 903, std::span<const double>(links), ReduceOp::sum);
-  double floor = 0;
-  for (std::size_t r = 0; r < n; ++r) {
-    double on_link = 0;
-    for (std::size_t q = 0; q < n; ++q) on_link += links[q] == links[r] ? bytes[q] : 0;
-    floor = std::max(floor, on_link / (gbps * 1e9));
-  }
+  const double floor = pcie_floor_seconds(bytes, links, gbps);
   std::ostringstream f;
   f << "PCIe floor: " << floor << " sec (each rank's input up once, and what exceeds its device "
     << "limit down and up once more, the ranks of a GPU on its link at " << gbps
