@@ -33,6 +33,7 @@
 
 #include "cli.hpp"
 #include "pcie.hpp"
+#include "rank_main.hpp"
 #include "staged_input.hpp"
 
 using namespace spillway;
@@ -307,12 +308,7 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
   const double med = cli::median(times);
   m << "medians: " << med << " sec | " << double(total) / med / 1e6 << " M rows/s | "
     << input_bytes / med / 1e9 << " GB/s of input | peak of rank 0:";
-  for (MemoryType t : all_memory_types) {
-    if (!br.is_live(t)) continue;
-    m << " " << to_string(t) << " " << format_bytes(double(br.peak(t))) << "/"
-      << (br.limit(t) == unlimited_bytes ? std::string("unlimited")
-                                         : format_bytes(double(br.limit(t))));
-  }
+  m << tools::peaks_beside_limits(br);
   say(m.str());
   if (pcie_gbps > 0) {
     say(tools::pcie_floor_line(comm, br, double(o.rows) * 16, pcie_gbps, med));
@@ -324,31 +320,9 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  try {
-    if (o.comm == "mpi" && !mpi::is_compiled()) {
-      std::cerr << "spillway-bench-groupby: built without MPI\n";
-      return 2;
-    }
-    auto cfg = BufferResourceConfig::from_options();
-    cfg.use_gpu = o.gpu;
-    if (o.host_limit_mib > 0) {
-      cfg.limits[index(MemoryType::HOST)] =
-          Limit::bytes(static_cast<std::size_t>(o.host_limit_mib) * MiB);
-    }
-    if (o.device_limit_mib > 0) {
-      cfg.limits[index(MemoryType::DEVICE)] =
-          Limit::bytes(static_cast<std::size_t>(o.device_limit_mib) * MiB);
-    }
-    std::mutex print;
-    LaunchOptions launch;
-    launch.place_on_gpu = o.gpu;
-    launch.program = "spillway-bench-groupby";
-    return run_ranks(
-        parse_rank_kind(o.comm), o.ranks, cfg,
-        [&](Communicator& comm, BufferResource& br) { return run_rank(o, comm, br, print); },
-        launch);
-  } catch (const std::exception& e) {
-    std::cerr << "spillway-bench-groupby: " << e.what() << "\n";
-    return 1;
-  }
+  return tools::rank_main("spillway-bench-groupby", o.comm, o.ranks, o.gpu,
+                          tools::config_with_limits(o.gpu, o.host_limit_mib, o.device_limit_mib),
+                          [&](Communicator& comm, BufferResource& br, std::mutex& print) {
+                            return run_rank(o, comm, br, print);
+                          });
 }
