@@ -38,21 +38,11 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-struct Options {
-  std::string comm{"local"};
-  int ranks{2};
+struct Options : tools::OperatorFlags {
   bench::JoinShape shape;
   std::uint32_t partitions{0};
   long long broadcast_mib{-1};  // -1: the library's default
   long long chunk_mib{0};       // 0: the library's default
-  long long host_limit_mib{-1};
-  long long device_limit_mib{-1};
-  long long piece_mib{-1};  // --piece; -1: not given
-  std::size_t piece{0};     // bytes of a staged piece (tools::piece_bytes); 0: the input whole
-  bool pageable{false};
-  bool gpu{false};
-  int runs{3};
-  int warmups{1};
 };
 
 [[noreturn]] void usage(const std::string& error) {
@@ -97,12 +87,9 @@ Options parse(int argc, char** argv) {
   };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (o.take(argc, argv, i, usage)) continue;
     if (a == "-h" || a == "--help") {
       usage("");
-    } else if (a == "-C") {
-      o.comm = cli::rank_kind(argc, argv, i, usage);
-    } else if (a == "--ranks") {
-      o.ranks = static_cast<int>(number(i, 1, 1024));
     } else if (a == "-b") {
       o.shape.build = static_cast<std::size_t>(number(i, 1, 1LL << 34));
     } else if (a == "-p") {
@@ -132,28 +119,12 @@ Options parse(int argc, char** argv) {
       o.broadcast_mib = number(i, 0, 1LL << 30);
     } else if (a == "--chunk") {
       o.chunk_mib = number(i, 1, 1LL << 30);
-    } else if (a == "--host-limit") {
-      o.host_limit_mib = number(i, 1, 1LL << 30);
-    } else if (a == "--device-limit") {
-      o.device_limit_mib = number(i, 1, 1LL << 30);
-    } else if (a == "--piece") {
-      o.piece_mib = number(i, 1, 1LL << 30);
-    } else if (a == "--pageable") {
-      o.pageable = true;
-    } else if (a == "--gpu") {
-      o.gpu = true;
-    } else if (a == "-r") {
-      o.runs = static_cast<int>(number(i, 1, 1000));
-    } else if (a == "-w") {
-      o.warmups = static_cast<int>(number(i, 0, 1000));
     } else {
       usage("unknown option '" + a + "'");
     }
   }
-  if (o.device_limit_mib > 0 && !o.gpu) usage("--device-limit needs --gpu");
   if (o.shape.zipf > 0 && o.shape.skew > 0) usage("--zipf and --skew are two key distributions");
-  o.piece = tools::piece_bytes(o.piece_mib, o.host_limit_mib, o.device_limit_mib);
-  if (o.pageable && o.piece == 0) usage("--pageable stages pieces: give --piece or a limit");
+  o.finish(usage);
   return o;
 }
 
@@ -298,8 +269,7 @@ int run_rank(const Options& o, Communicator& comm, BufferResource& br, std::mute
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  return tools::rank_main("spillway-bench-join", o.comm, o.ranks, o.gpu,
-                          tools::config_with_limits(o.gpu, o.host_limit_mib, o.device_limit_mib),
+  return tools::rank_main("spillway-bench-join", o.comm, o.ranks, o.gpu, o.config(),
                           [&](Communicator& comm, BufferResource& br, std::mutex& print) {
                             return run_rank(o, comm, br, print);
                           });

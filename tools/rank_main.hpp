@@ -1,12 +1,16 @@
 #pragma once
 // What the operator benchmarks (spillway-bench-join, spillway-bench-groupby) share around
-// their ranks: the memory config from the settings and the limit flags, the main that runs a
-// rank function on each rank, and the peak of each tier beside its limit.
+// their ranks: the flags of where they run, their limits, staging and runs; the memory config
+// from them; the main that runs a rank function on each rank; each tier's peak beside its
+// limit.
 
 #include <spillway/comm/launch.hpp>
 #include <spillway/comm/mpi.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/memory/buffer_resource.hpp>
+
+#include "cli.hpp"
+#include "staged_input.hpp"
 
 #include <exception>
 #include <iostream>
@@ -30,6 +34,64 @@ inline BufferResourceConfig config_with_limits(bool gpu, long long host_limit_mi
   }
   return cfg;
 }
+
+/// The flags every operator benchmark takes (its usage text lists them).
+struct OperatorFlags {
+  std::string comm{"local"};
+  int ranks{2};
+  bool gpu{false};
+  long long host_limit_mib{-1};
+  long long device_limit_mib{-1};
+  long long piece_mib{-1};  // --piece; -1: not given
+  std::size_t piece{0};     // bytes of a staged piece (piece_bytes); 0: the input whole
+  bool pageable{false};
+  int runs{3};
+  int warmups{1};
+
+  /// Takes argv[i] (and its value, moving i on) when it is one of these flags.
+  template <typename Usage>
+  bool take(int argc, char** argv, int& i, Usage usage) {
+    const std::string a = argv[i];
+    auto number = [&](long long min, long long max) {
+      return cli::number(argc, argv, i, min, max, usage);
+    };
+    if (a == "-C") {
+      comm = cli::rank_kind(argc, argv, i, usage);
+    } else if (a == "--ranks") {
+      ranks = static_cast<int>(number(1, 1024));
+    } else if (a == "--gpu") {
+      gpu = true;
+    } else if (a == "--host-limit") {
+      host_limit_mib = number(1, 1LL << 30);
+    } else if (a == "--device-limit") {
+      device_limit_mib = number(1, 1LL << 30);
+    } else if (a == "--piece") {
+      piece_mib = number(1, 1LL << 30);
+    } else if (a == "--pageable") {
+      pageable = true;
+    } else if (a == "-r") {
+      runs = static_cast<int>(number(1, 1000));
+    } else if (a == "-w") {
+      warmups = static_cast<int>(number(0, 1000));
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  /// Checks the flags together and works out `piece`.
+  template <typename Usage>
+  void finish(Usage usage) {
+    if (device_limit_mib > 0 && !gpu) usage("--device-limit needs --gpu");
+    piece = piece_bytes(piece_mib, host_limit_mib, device_limit_mib);
+    if (pageable && piece == 0) usage("--pageable stages pieces: give --piece or a limit");
+  }
+
+  /// The settings' memory config with these limits.
+  [[nodiscard]] BufferResourceConfig config() const {
+    return config_with_limits(gpu, host_limit_mib, device_limit_mib);
+  }
+};
 
 /// Runs `rank(comm, br, print)` on each rank of `comm_kind` ("local", "mpi", ...), each with a
 /// BufferResource of `cfg` (on its GPU with `gpu`); `print` serialises the ranks' output. An
