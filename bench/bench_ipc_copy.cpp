@@ -8,7 +8,7 @@
 // What it finds sets choose() in src/transfer/cuda_ipc.cpp.
 #include <spillway/core/cuda.hpp>
 
-#include "transfer/detail/ipc_copy.hpp"
+#include <spillway/transfer/gpu_copies.hpp>
 
 #include <sys/mman.h>
 #include <unistd.h>

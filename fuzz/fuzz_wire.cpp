@@ -8,8 +8,8 @@
 // Input: u8 kind (even: chunk, odd: finish) | u16 total partitions (0 means 1) | message.
 #include <spillway/core/error.hpp>
 
+#include <spillway/table/pack_format.hpp>
 #include "shuffle/detail/wire.hpp"
-#include "table/detail/pack_format.hpp"
 
 #include <cstdint>
 #include <cstdlib>

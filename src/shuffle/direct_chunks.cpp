@@ -1,8 +1,8 @@
 // The direct-chunk protocol of the Shuffler: once every rank has finished, each local
 // partition's final buffer is allocated and its senders' columns are received straight into
 // their places in it (this rank's own chunk copied in), so that no concatenation follows.
+#include <spillway/transfer/gpu_copies.hpp>
 #include "detail/shuffler_impl.hpp"
-#include "transfer/detail/ipc_copy.hpp"
 
 #include <spillway/core/cuda.hpp>
 

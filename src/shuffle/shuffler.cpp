@@ -9,8 +9,8 @@
 #include <spillway/table/pack.hpp>
 #include <spillway/table/partition.hpp>
 
+#include <spillway/table/partition_order.hpp>
 #include "core/detail/nvtx.hpp"
-#include "table/detail/partition_order.hpp"
 
 #include <algorithm>
 #include <cstring>

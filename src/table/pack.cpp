@@ -7,9 +7,9 @@
 
 #include "core/detail/nvtx.hpp"
 
+#include <spillway/table/pack_format.hpp>
 #include "table/detail/arguments.hpp"
 #include "table/detail/cpu_threads.hpp"
-#include "table/detail/pack_format.hpp"
 
 #include <cstring>
 #include <optional>

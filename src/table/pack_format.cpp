@@ -1,4 +1,4 @@
-#include "table/detail/pack_format.hpp"
+#include <spillway/table/pack_format.hpp>
 
 #include "core/detail/byte_codec.hpp"
 

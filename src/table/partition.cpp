@@ -6,10 +6,10 @@
 
 #include "core/detail/nvtx.hpp"
 
+#include <spillway/table/pack_format.hpp>
+#include <spillway/table/partition_order.hpp>
 #include "table/detail/arguments.hpp"
 #include "table/detail/cpu_threads.hpp"
-#include "table/detail/pack_format.hpp"
-#include "table/detail/partition_order.hpp"
 #include "table/detail/payload_blocks.hpp"
 #include "table/detail/type_dispatch.hpp"
 #include "table/detail/write_combiner.hpp"

@@ -1,8 +1,8 @@
 // Which copy the cuda_ipc backend takes for a batch: the names of the methods (the
 // `ipc_copy` option) and what `auto` means, as measured.
 
+#include <spillway/transfer/gpu_copies.hpp>
 #include "core/detail/enum_names.hpp"
-#include "transfer/detail/ipc_copy.hpp"
 
 namespace spillway::transfer::detail {
 

@@ -17,9 +17,9 @@
 #include <spillway/core/error.hpp>
 #include <spillway/core/logging.hpp>
 
+#include <spillway/transfer/gpu_copies.hpp>
 #include "core/detail/byte_codec.hpp"
 #include "transfer/detail/backend.hpp"
-#include "transfer/detail/ipc_copy.hpp"
 #include "transfer/detail/ipc_export.hpp"
 #include "transfer/detail/ipc_inflight.hpp"
 #include "transfer/detail/ipc_peer.hpp"

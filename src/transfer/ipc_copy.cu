@@ -2,7 +2,7 @@
 // pieces, cut into slices of at most 16 KiB, in turn), cudaMemcpyBatchAsync, both at once on
 // two streams (mixed), or one cudaMemcpyAsync per piece.
 
-#include "transfer/detail/ipc_copy.hpp"
+#include <spillway/transfer/gpu_copies.hpp>
 
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>

@@ -2,7 +2,7 @@
 // reaches this.
 #include <spillway/core/error.hpp>
 
-#include "transfer/detail/ipc_copy.hpp"
+#include <spillway/transfer/gpu_copies.hpp>
 
 namespace spillway::transfer::detail {
 

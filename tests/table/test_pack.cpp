@@ -5,8 +5,8 @@
 #include <spillway/table/generator.hpp>
 #include <spillway/table/pack.hpp>
 
+#include <spillway/table/pack_format.hpp>
 #include "common.hpp"
-#include "table/detail/pack_format.hpp"
 #include "table_common.hpp"
 
 #include <random>

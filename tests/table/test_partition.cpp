@@ -6,7 +6,7 @@
 #include <spillway/table/pack.hpp>
 #include <spillway/table/partition.hpp>
 
-#include "table/detail/partition_order.hpp"
+#include <spillway/table/partition_order.hpp>
 
 #include "common.hpp"
 #include "table_common.hpp"

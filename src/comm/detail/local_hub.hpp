@@ -6,7 +6,7 @@
 #include <spillway/core/event.hpp>
 #include <spillway/core/stream.hpp>
 
-#include "transfer/detail/ipc_copy.hpp"
+#include <spillway/transfer/gpu_copies.hpp>
 
 #include <atomic>
 #include <condition_variable>

@@ -13,8 +13,8 @@
 #include <spillway/shuffle/shuffler.hpp>
 #include <spillway/table/gpu.hpp>
 
+#include <spillway/table/pack_format.hpp>
 #include "shuffle/detail/wire.hpp"
-#include "table/detail/pack_format.hpp"
 
 #include <algorithm>
 #include <array>

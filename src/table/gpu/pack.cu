@@ -8,9 +8,9 @@
 
 #include "core/detail/nvtx.hpp"
 
+#include <spillway/table/pack_format.hpp>
 #include "core/detail/cuda_try.hpp"
 #include "table/detail/arguments.hpp"
-#include "table/detail/pack_format.hpp"
 #include "table/gpu/detail/batched_copy.cuh"
 #include "table/gpu/detail/device_column.cuh"
 #include "table/gpu/detail/packed_outputs.hpp"

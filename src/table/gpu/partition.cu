@@ -38,7 +38,7 @@
 
 #include "core/detail/nvtx.hpp"
 
-#include "table/detail/pack_format.hpp"
+#include <spillway/table/pack_format.hpp>
 #include "table/gpu/detail/packed_outputs.hpp"
 #include "table/gpu/detail/partition_passes.cuh"
 

@@ -4,8 +4,8 @@
 
 #include <spillway/core/cuda.hpp>
 
+#include <spillway/transfer/gpu_copies.hpp>
 #include "transfer/detail/backend.hpp"
-#include "transfer/detail/ipc_copy.hpp"
 
 #include <chrono>
 #include <cstddef>

@@ -1,7 +1,7 @@
 #pragma once
-// partition_and_pack on the CPU with its payloads placed in a caller's order (internal: the
-// Shuffler's, whose chunks for one peer then lie one after another and travel as one message
-// without being gathered).
+// partition_and_pack on the CPU with its payloads placed in a caller's order (for spillway's
+// own modules, not a stable API: the Shuffler's, whose chunks for one peer then lie one after
+// another and travel as one message without being gathered).
 
 #include <spillway/memory/buffer_resource.hpp>
 #include <spillway/table/packed_data.hpp>

@@ -1,5 +1,6 @@
 #pragma once
-// The packed-table metadata format (internal). Little-endian:
+// The packed-table metadata format, shared by the table module (pack, partition) and the
+// shuffle (its wire carries it); not a stable API for users. Little-endian:
 //   u32 magic "SPWY" | u16 version | u16 reserved (0) | u32 num_columns | u64 num_rows |
 //   u64 payload_size | per column: u8 type | u8 flags (bit 0: nullable) | u8 precision |
 //   i8 scale (both 0 but for DECIMAL128) |

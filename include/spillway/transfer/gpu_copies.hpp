@@ -1,6 +1,8 @@
 #pragma once
-// How the cuda_ipc backend moves a batch on the GPU (internal): one gather/scatter kernel,
-// cudaMemcpyBatchAsync on the copy engines, or a cudaMemcpyAsync per chunk (the baseline).
+// Batched GPU copies as the transfer engine's cuda_ipc backend makes them, and the local
+// communicator and the shuffle share (for spillway's own modules, not a stable API): one
+// gather/scatter kernel, cudaMemcpyBatchAsync on the copy engines, both at once, or a
+// cudaMemcpyAsync per chunk (the baseline), and which of them suits a batch.
 
 #include <spillway/core/stream.hpp>
 
