@@ -428,12 +428,7 @@ class Bench {
     r.peak_device = gpu_ ? br_.peak(MemoryType::DEVICE) : 0;
     r.peak_host = br_.peak(MemoryType::HOST);
     if (gpu_) {
-      // What crossed the bus in the statistics' copies ("copy-device-to-pinned_host", ...).
-      for (const auto& [name, stat] : Statistics::since(timed_from_, br_.statistics().snapshot())) {
-        if (name == "copy-device-to-device") continue;
-        if (name.starts_with("copy-device-to-")) r.down_bytes += stat.bytes;
-        if (name.starts_with("copy-") && name.ends_with("-to-device")) r.up_bytes += stat.bytes;
-      }
+      r.count_bus_bytes(Statistics::since(timed_from_, br_.statistics().snapshot()));
       r.link = static_cast<double>(tools::pcie_link_id(br_.device()));
       cuda::memcpy_async(r.out.data(), sums->data(), sums->size(), br_.stream());
       br_.stream().synchronize();

@@ -3,6 +3,7 @@
 // collectives that bring the figures to every rank and the checksums to rank 0.
 
 #include <spillway/core/error.hpp>
+#include <spillway/stats/statistics.hpp>
 #include <spillway/table/checksum.hpp>
 
 #include <cstdint>
@@ -36,6 +37,16 @@ struct RunResult {
   double link{0};                  // tools::pcie_link_id of the rank's GPU
   std::vector<TableChecksum> in;   // per partition: what this rank inserted
   std::vector<TableChecksum> out;  // per partition: what this rank extracted
+
+  /// Adds what a run's statistics say crossed the bus, in their copies between device memory
+  /// and any other tier ("copy-device-to-pinned_host", "copy-disk-to-device", ...).
+  void count_bus_bytes(const Statistics::Snapshot& run) {
+    for (const auto& [name, stat] : run) {
+      if (name == "copy-device-to-device") continue;
+      if (name.starts_with("copy-device-to-")) down_bytes += stat.bytes;
+      if (name.starts_with("copy-") && name.ends_with("-to-device")) up_bytes += stat.bytes;
+    }
+  }
 
   /// The figures (times and peaks), which every rank gets.
   [[nodiscard]] std::vector<std::uint8_t> encode_figures() const {
