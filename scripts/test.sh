@@ -2,8 +2,9 @@
 # Sets up, builds and runs every test: formatting, the CPU build (-Werror) with its tests,
 # AddressSanitizer+UBSan and ThreadSanitizer builds with their tests, the GPU build where nvcc
 # exists (GPU tests skip without a GPU), a bounded run of every libFuzzer target with its
-# regression inputs (scripts/fuzz.sh), the Python package (built in that build) and its pytest suite,
-# a find_package(spillway) consumer of the install, and the README's main job and C++ example.
+# regression inputs (scripts/fuzz.sh), the Python package (built in the build whose tests run)
+# and its pytest suite, a find_package(spillway) consumer of the install, and the README's main
+# job and C++ example.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh

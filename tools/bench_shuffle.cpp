@@ -429,7 +429,7 @@ class Bench {
     r.peak_host = br_.peak(MemoryType::HOST);
     if (gpu_) {
       r.count_bus_bytes(Statistics::since(timed_from_, br_.statistics().snapshot()));
-      r.link = static_cast<double>(tools::pcie_link_id(br_.device()));
+      r.link = link_;
       cuda::memcpy_async(r.out.data(), sums->data(), sums->size(), br_.stream());
       br_.stream().synchronize();
       for (std::size_t p = 0; p < total; ++p) r.out[p] += on_host[p];
@@ -471,6 +471,7 @@ class Bench {
   Statistics::Snapshot timed_from_;  // the statistics where the current run's timed part began
   std::vector<double> baseline_;     // MPI_Alltoallv's seconds per timed run (run_baseline)
   std::array<double, 6> pcie_{};     // GB/s: tools::pcie_ceilings_of_ranks
+  const double link_ = static_cast<double>(tools::pcie_link_id(br_.device()));  // its link
 #if SPILLWAY_HAS_MPI
   std::unique_ptr<tools::Alltoallv> a2a_;
 #endif

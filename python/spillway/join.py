@@ -1,6 +1,7 @@
-"""Joins: `join` of two tables in this process, and `hash_join`, the distributed join: both sides shuffled into the same partitions by their keys, then each partition
-pair joined locally as soon as both of its sides have arrived, one at a time, the others
-waiting spillable."""
+"""Joins: `join` of two tables in this process, and `hash_join`, the distributed join: both
+sides shuffled into the same partitions by their keys, then each partition pair joined
+locally as soon as both of its sides have arrived, one at a time, the others waiting
+spillable."""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import enum
 
+from .errors import UsageError
+
 
 class Tier(str, enum.Enum):
     """One of the four tiers of a BufferResource, fastest first."""
@@ -20,7 +22,6 @@ class Tier(str, enum.Enum):
 def tier_name(tier: Tier | str) -> str:
     """The tier's name as the C++ core takes it; a string that names no tier is a UsageError
     that lists the four."""
-    from .errors import UsageError
     try:
         return Tier(tier).value
     except ValueError:

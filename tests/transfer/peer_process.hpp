@@ -22,14 +22,17 @@
 
 namespace spillway::transfer::test {
 
+/// How long fast_failing_options' engines wait on a silent peer before it is gone.
+inline constexpr std::chrono::milliseconds kFastPeerTimeout{1000};
+
 /// A libfabric engine of `provider` that finds a dead peer fast: heartbeats every 50 ms, a
-/// peer silent for 1 s gone (test_transfer_processes, test_transfer_faults).
+/// peer silent for kFastPeerTimeout gone (test_transfer_processes, test_transfer_faults).
 inline EngineOptions fast_failing_options(const std::string& provider) {
   EngineOptions o;
   o.backend = "libfabric";
   o.provider = provider;
   o.heartbeat_interval = std::chrono::milliseconds(50);
-  o.peer_timeout = std::chrono::milliseconds(1000);
+  o.peer_timeout = kFastPeerTimeout;
   return o;
 }
 

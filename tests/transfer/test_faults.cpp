@@ -29,11 +29,7 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr std::size_t kRegion = 16 << 20;
-constexpr auto kPeerTimeout = 1000ms;
-
-EngineOptions options(const std::string& provider) {
-  return test::fast_failing_options(provider);  // (its peer timeout is kPeerTimeout)
-}
+constexpr auto kPeerTimeout = test::kFastPeerTimeout;
 
 std::size_t env_or(const char* name, std::size_t fallback) {
   const char* v = std::getenv(name);
@@ -116,7 +112,7 @@ TEST_P(FaultSuite, APeerKilledAtARandomPointNeverHangsTheEngineOrTheLivePeer) {
     test::PeerProcess living("host", kRegion, "libfabric/" + provider);
     ASSERT_FALSE(dying.metadata.empty());
     ASSERT_FALSE(living.metadata.empty());
-    auto engine = std::make_unique<TransferEngine>(options(provider));
+    auto engine = std::make_unique<TransferEngine>(test::fast_failing_options(provider));
     std::vector<std::uint8_t> src(kRegion, 0x5a);
     const Region rs = engine->register_memory(src.data(), src.size(), MemoryType::HOST);
     engine->add_peer(dying.metadata);

@@ -27,11 +27,7 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr std::size_t kRegion = 32 << 20;
-constexpr auto kPeerTimeout = 1000ms;
-
-EngineOptions options(const std::string& provider) {
-  return test::fast_failing_options(provider);  // (its peer timeout is kPeerTimeout)
-}
+constexpr auto kPeerTimeout = test::kFastPeerTimeout;
 
 bool write_all(int fd, const std::vector<std::uint8_t>& bytes) {
   const auto n = static_cast<std::uint32_t>(bytes.size());
@@ -68,7 +64,7 @@ struct Target {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the test
       ::close(fds[0]);
       try {
-        TransferEngine engine(options(provider));
+        TransferEngine engine(test::fast_failing_options(provider));
         std::vector<std::uint8_t> memory(kRegion, 0);
         const Region r = engine.register_memory(memory.data(), memory.size(), MemoryType::HOST);
         if (!write_all(fds[1], engine.metadata()) ||
@@ -115,7 +111,7 @@ TEST_P(ProcessTest, APeerKilledMidBatchEndsAsPeerGoneAndTheOtherPeerCarriesOn) {
   Target living = Target::start(GetParam());
   ASSERT_FALSE(dying.metadata.empty());
   ASSERT_FALSE(living.metadata.empty());
-  TransferEngine engine(options(GetParam()));
+  TransferEngine engine(test::fast_failing_options(GetParam()));
   std::vector<std::uint8_t> src(kRegion);
   std::iota(src.begin(), src.end(), 0);
   const Region rs = engine.register_memory(src.data(), src.size(), MemoryType::HOST);
@@ -157,7 +153,7 @@ TEST_P(ProcessTest, APeerKilledMidBatchEndsAsPeerGoneAndTheOtherPeerCarriesOn) {
 TEST_P(ProcessTest, APeerThatStopsAnsweringIsGoneAfterThePeerTimeout) {
   Target target = Target::start(GetParam());
   ASSERT_FALSE(target.metadata.empty());
-  TransferEngine engine(options(GetParam()));
+  TransferEngine engine(test::fast_failing_options(GetParam()));
   std::vector<std::uint8_t> src(kRegion, 7);
   const Region rs = engine.register_memory(src.data(), src.size(), MemoryType::HOST);
   engine.add_peer(target.metadata);
