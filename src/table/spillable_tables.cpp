@@ -52,6 +52,17 @@ std::optional<SpillableTables::Held> SpillableTables::take() {
   return h;
 }
 
+void SpillableTables::clear() {
+  while (std::optional<Held> h = take()) {
+    if (h->payload) (void)store_.extract(*h->payload);
+    for (const HeldColumn& c : h->columns) {
+      for (const auto& key : c.keys) {
+        if (key) (void)store_.extract(*key);
+      }
+    }
+  }
+}
+
 void SpillableTables::put_back(Held&& h) {
   std::lock_guard lock(mutex_);
   held_.push_front(std::move(h));

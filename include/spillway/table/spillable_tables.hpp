@@ -51,6 +51,9 @@ class SpillableTables {
   /// @throws spillway::out_of_memory as pop() does
   std::optional<PackedData> pop_packed();
 
+  /// Frees every table kept, in whatever tier it is (nothing is moved).
+  void clear();
+
   /// Tables kept.
   [[nodiscard]] std::size_t size() const;
   /// Bytes of the oldest table (its payload, or its buffers); nullopt when none is kept.

@@ -5,6 +5,9 @@
 // CUDA toolkit's nvtx3/nvtx3.hpp): without a tool attached a range costs a branch. A build
 // without CUDA marks nothing.
 
+#include <cstdint>
+#include <string>
+
 #if defined(SPILLWAY_HAS_CUDA) && SPILLWAY_HAS_CUDA && __has_include(<nvtx3/nvtx3.hpp>)
 #include <nvtx3/nvtx3.hpp>
 
@@ -22,6 +25,23 @@ struct nvtx_domain {
       spillway_nvtx_range_, __LINE__) {                                                 \
     name                                                                                \
   }
+
+namespace spillway::detail {
+/// A range that starts on one thread and may end on another (an actor that moves between the
+/// executor's threads): nvtx_start's value goes to nvtx_end.
+inline std::uint64_t nvtx_start(const std::string& name) {
+  return ::nvtx3::start_range_in<nvtx_domain>(name.c_str()).get_value();
+}
+inline void nvtx_end(std::uint64_t range) {
+  ::nvtx3::end_range_in<nvtx_domain>(::nvtx3::range_handle{range});
+}
+}  // namespace spillway::detail
 #else
 #define SPILLWAY_NVTX_RANGE(name) static_cast<void>(0)
+namespace spillway::detail {
+inline std::uint64_t nvtx_start(const std::string& /*name*/) {
+  return 0;
+}
+inline void nvtx_end(std::uint64_t /*range*/) {}
+}  // namespace spillway::detail
 #endif
