@@ -116,6 +116,16 @@ Actor run_groupby(Context& ctx, std::vector<std::size_t> keys,
   co_await ctx.blocking(group);
 }
 
+Actor run_sort(Context& ctx, std::vector<SortKey> keys, SortOptions options) {
+  auto sorted = [&] {
+    Communicator& comm = ctx.communicator();
+    sort(comm, ctx.br(), input_source(ctx, 0, MemoryType::HOST), keys, options, [&](Table&& t) {
+      (void)ctx.send_sync(0, Message{static_cast<std::uint32_t>(comm.rank()), 0, std::move(t)});
+    });
+  };
+  co_await ctx.blocking(sorted);
+}
+
 }  // namespace
 
 streaming::ActorBody shuffle_actor(std::vector<std::size_t> keys, std::uint32_t partitions, OpID op,
@@ -133,6 +143,10 @@ streaming::ActorBody groupby_actor(std::vector<std::size_t> keys,
                                    std::vector<Aggregation> aggregations, GroupByOptions options,
                                    MemoryType tier) {
   return [=](Context& ctx) { return run_groupby(ctx, keys, aggregations, options, tier); };
+}
+
+streaming::ActorBody sort_actor(std::vector<SortKey> keys, SortOptions options) {
+  return [=](Context& ctx) { return run_sort(ctx, keys, options); };
 }
 
 }  // namespace spillway::ops

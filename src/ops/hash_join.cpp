@@ -18,7 +18,6 @@
 
 #include <array>
 #include <chrono>
-#include <cstring>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -147,38 +146,13 @@ Table whole(Table first, const TableSource& next, const Table& schema, bool devi
   return detail::concatenated(views, device, br);
 }
 
-/// Every rank's `right` (packed here, in its memory), unpacked and concatenated into one
-/// table in the same memory: the broadcast plan's right side.
-Table allgather_table(Communicator& comm, BufferResource& br, const TableView& right, bool device,
-                      OpID op) {
-  const std::vector<std::size_t> whole;  // no splits: one part
-  std::vector<PackedData> mine = device ? gpu::split_and_pack(right, whole, br, br.stream())
-                                        : split_and_pack(right, whole, br);
-  if (device) br.stream().synchronize();
-  const std::vector<std::uint8_t>& meta = mine.front().metadata;
-  auto meta_buf = br.allocate(MemoryType::HOST, meta.size());
-  if (!meta.empty()) std::memcpy(meta_buf->data(), meta.data(), meta.size());
-  auto metas = allgather(comm, op, *meta_buf, br, MemoryType::HOST);
-  auto payloads = allgather(comm, op, *mine.front().payload, br,
-                            device ? MemoryType::DEVICE : MemoryType::HOST);
-  mine.clear();
-  std::vector<PackedData> all(static_cast<std::size_t>(comm.nranks()));
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    const auto* m = reinterpret_cast<const std::uint8_t*>(metas[r]->data());
-    all[r].metadata.assign(m, m + metas[r]->size());
-    all[r].payload = std::move(payloads[r]);
-  }
-  metas.clear();
-  return detail::unpacked(std::move(all), device, br);
-}
-
 /// The broadcast plan: the whole right side on every rank, this rank's left rows against it.
 void broadcast_join(Communicator& comm, BufferResource& br, const TableView& left,
                     std::span<const std::size_t> left_keys, const TableView& right,
                     std::span<const std::size_t> right_keys, const HashJoinOptions& options,
                     const JoinPlan& plan, const Out& out) {
   const Table all =
-      allgather_table(comm, br, right, plan.device, static_cast<OpID>(options.op + 2));
+      detail::allgather_table(comm, br, right, plan.device, static_cast<OpID>(options.op + 2));
   join_pair(left, left_keys, all.view(), right_keys, plan, options.type, br,
             static_cast<std::uint32_t>(comm.rank()), out);
 }
@@ -255,8 +229,8 @@ JoinPlan hash_join(Communicator& comm, BufferResource& br, const TableSource& le
       detail::choose_plan(comm, br, options, lschema, rschema, device, std::nullopt);
   if (plan.kind == JoinPlan::Kind::broadcast) {
     const Table all =
-        allgather_table(comm, br, whole(std::move(r), right, rschema, device, br).view(), device,
-                        static_cast<OpID>(options.op + 2));
+        detail::allgather_table(comm, br, whole(std::move(r), right, rschema, device, br).view(),
+                                device, static_cast<OpID>(options.op + 2));
     for (std::optional<Table> piece = std::move(l); piece; piece = left()) {
       detail::check_piece(*piece, lschema, device);
       join_pair(piece->view(), left_keys, all.view(), right_keys, plan, options.type, br,

@@ -1,6 +1,7 @@
 // What the distributed operators share (ops/detail/pieces.hpp).
 #include "ops/detail/pieces.hpp"
 
+#include <spillway/comm/collectives.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/table/gather.hpp>
 #include <spillway/table/gpu.hpp>
@@ -8,6 +9,7 @@
 #include <spillway/table/pack.hpp>
 #include <spillway/table/partition.hpp>
 
+#include <cstring>
 #include <string>
 
 namespace spillway::ops::detail {
@@ -78,6 +80,29 @@ std::string without_prefix(const char* what) {
 }
 
 }  // namespace
+
+Table allgather_table(Communicator& comm, BufferResource& br, const TableView& mine, bool device,
+                      OpID op) {
+  const std::vector<std::size_t> whole;  // no splits: one part
+  std::vector<PackedData> packed =
+      device ? gpu::split_and_pack(mine, whole, br, br.stream()) : split_and_pack(mine, whole, br);
+  if (device) br.stream().synchronize();
+  const std::vector<std::uint8_t>& meta = packed.front().metadata;
+  auto meta_buf = br.allocate(MemoryType::HOST, meta.size());
+  if (!meta.empty()) std::memcpy(meta_buf->data(), meta.data(), meta.size());
+  auto metas = allgather(comm, op, *meta_buf, br, MemoryType::HOST);
+  auto payloads = allgather(comm, op, *packed.front().payload, br,
+                            device ? MemoryType::DEVICE : MemoryType::HOST);
+  packed.clear();
+  std::vector<PackedData> all(static_cast<std::size_t>(comm.nranks()));
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const auto* m = reinterpret_cast<const std::uint8_t*>(metas[r]->data());
+    all[r].metadata.assign(m, m + metas[r]->size());
+    all[r].payload = std::move(payloads[r]);
+  }
+  metas.clear();
+  return unpacked(std::move(all), device, br);
+}
 
 void name_failed_peer(const Communicator& comm, std::initializer_list<const Shuffler*> shuffles,
                       const std::exception& oom) {

@@ -111,7 +111,9 @@ void check_shuffle(int nranks, bool on_gpu, std::size_t limit_mib, Rank empty_ra
                 },
                 tier));
         net.run();
-        if (limit_mib > 0) EXPECT_LE(br.peak(tier), limit_mib * MiB);
+        if (limit_mib > 0) {
+          EXPECT_LE(br.peak(tier), limit_mib * MiB);
+        }
         return 0;
       });
   EXPECT_EQ(rc, 0);

@@ -14,6 +14,7 @@
 #include <spillway/memory/memory_type.hpp>
 #include <spillway/ops/groupby.hpp>
 #include <spillway/ops/hash_join.hpp>
+#include <spillway/ops/sort.hpp>
 #include <spillway/streaming/network.hpp>
 #include <spillway/table/groupby.hpp>
 #include <spillway/table/hashing.hpp>
@@ -42,5 +43,9 @@ streaming::ActorBody hash_join_actor(std::vector<std::size_t> left_keys,
 streaming::ActorBody groupby_actor(std::vector<std::size_t> keys,
                                    std::vector<Aggregation> aggregations, GroupByOptions options,
                                    MemoryType tier);
+
+/// One input, one output: ops::sort of the stream (host tables); this rank's range of the
+/// global order sent as one message (partition: the rank) once every rank's rows are in.
+streaming::ActorBody sort_actor(std::vector<SortKey> keys, SortOptions options);
 
 }  // namespace spillway::ops

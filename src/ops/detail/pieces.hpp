@@ -49,6 +49,12 @@ Table unpacked(std::vector<PackedData> chunks, bool device, BufferResource& br);
 /// `schema` without rows when no rank had any.
 Table extract_table(Shuffler& s, PartID pid, const Table& schema, bool device, BufferResource& br);
 
+/// Every rank's `mine` (packed here, in its memory), unpacked and concatenated into one table
+/// in the same memory, in rank order (a broadcast join's right side, a sort's samples).
+/// Collective over `op`. @throws spillway::comm_error for a dead or stuck peer
+Table allgather_table(Communicator& comm, BufferResource& br, const TableView& mine, bool device,
+                      OpID op);
+
 /// For an out_of_memory `oom` of an operator's step: when one of `shuffles` cannot go on
 /// (Shuffler::failure within the communicator's timeout: a failed peer, or a send that has not
 /// completed in that time and holds its buffer), throws that comm_error, saying that memory
