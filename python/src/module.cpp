@@ -82,4 +82,5 @@ NB_MODULE(_spillway, m) {
   bind_dlpack(m);
   bind_join(m);
   bind_groupby(m);
+  bind_sort(m);
 }
