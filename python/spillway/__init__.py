@@ -45,6 +45,7 @@ from .shuffle import shuffle  # noqa: E402
 from .join import hash_join, join  # noqa: E402
 from .groupby import groupby  # noqa: E402
 from .sort import sort  # noqa: E402
+from . import streaming  # noqa: E402
 from . import comm  # noqa: E402
 from . import ray  # noqa: E402  (imports Ray only when used)
 
@@ -82,7 +83,7 @@ def set_setting(name: str, value: object) -> None:
 
 __all__ = ["BufferResource", "Communicator", "Shuffler", "Table", "from_arrow", "to_arrow",
            "from_dlpack", "column", "ColumnArray",
-           "shuffle", "join", "hash_join", "groupby", "sort", "comm", "ray", "cuda_available", "settings",
+           "shuffle", "join", "hash_join", "groupby", "sort", "streaming", "comm", "ray", "cuda_available", "settings",
            "setting", "set_setting", "Tier", "errors", "SpillwayError",
            "OutOfMemory", "CommError", "IoError", "CorruptDataError", "CudaError", "UsageError",
            "__version__"]

@@ -15,10 +15,10 @@ from .shuffle import _Progress, _in_slices, _key_indices
 from .tables import batches, from_arrow, to_arrow
 
 
-def _key_specs(by: Sequence[str], descending: Any, nulls_first: Any, names: Sequence[str]):
-    """(column index, descending, nulls first) per key; `descending` and `nulls_first` one
-    bool for every key or one per key."""
-    n = len(by)
+def _key_specs(keys: Sequence[int], descending: Any, nulls_first: Any):
+    """(column index, descending, nulls first) per key column index; `descending` and
+    `nulls_first` one bool for every key or one per key."""
+    n = len(keys)
 
     def per_key(value: Any, what: str) -> list[bool]:
         if isinstance(value, (list, tuple)):
@@ -27,7 +27,7 @@ def _key_specs(by: Sequence[str], descending: Any, nulls_first: Any, names: Sequ
             return [bool(v) for v in value]
         return [bool(value)] * n
 
-    return list(zip(_key_indices(by, names), per_key(descending, "descending"),
+    return list(zip(keys, per_key(descending, "descending"),
                     per_key(nulls_first, "nulls_first")))
 
 
@@ -52,7 +52,7 @@ def sort(data: Any, by: str | Sequence[str], comm: _spillway.Communicator | None
         if not parts:
             raise UsageError("sort of a table without rows or columns: no schema to sort")
         table = from_arrow(pa.concat_tables(parts), br)
-        keys = _key_specs(by, descending, nulls_first, table.column_names)
+        keys = _key_specs(_key_indices(by, table.column_names), descending, nulls_first)
         return to_arrow(_spillway.sort_table(table, keys, br, limit))
     return _distributed(data, by, descending, nulls_first, limit, br, comm, op_id, batch_rows,
                         samples)
@@ -67,7 +67,7 @@ def _distributed(data, by, descending, nulls_first, limit, br, comm, op_id, batc
         first = side.first
         if first.on_gpu:
             raise UsageError("sort: the table must be in host memory")
-        keys = _key_specs(by, descending, nulls_first, first.column_names)
+        keys = _key_specs(side.keys, descending, nulls_first)
     except BaseException:
         handoff.stopped.set()  # ends the side's thread
         raise

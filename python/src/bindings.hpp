@@ -16,5 +16,6 @@ void bind_dlpack(nb::module_& m);
 void bind_join(nb::module_& m);
 void bind_groupby(nb::module_& m);
 void bind_sort(nb::module_& m);
+void bind_streaming(nb::module_& m);
 
 }  // namespace spillway::python

@@ -19,28 +19,6 @@
 
 namespace spillway::python {
 
-namespace {
-
-using AggSpecs = std::vector<std::pair<std::size_t, std::string>>;
-
-std::vector<Aggregation> aggregations_of(const AggSpecs& aggs) {
-  std::vector<Aggregation> a;
-  for (const auto& [column, name] : aggs) {
-    bool found = false;
-    for (AggOp op : {AggOp::count, AggOp::sum, AggOp::min, AggOp::max, AggOp::mean}) {
-      if (name == to_string(op)) {
-        a.push_back({column, op});
-        found = true;
-      }
-    }
-    SPILLWAY_EXPECTS(found,
-                     "groupby: aggregation '" + name + "' (want count, sum, min, max or mean)");
-  }
-  return a;
-}
-
-}  // namespace
-
 void bind_groupby(nb::module_& m) {
   m.def(
       "groupby_table",

@@ -19,19 +19,6 @@
 
 namespace spillway::python {
 
-namespace {
-
-JoinType join_type(const std::string& how) {
-  for (JoinType t : {JoinType::inner, JoinType::left, JoinType::left_semi, JoinType::left_anti,
-                     JoinType::full}) {
-    if (how == to_string(t)) return t;
-  }
-  SPILLWAY_FAIL("join: how='" + how + "' (want inner, left, left_semi, left_anti or full)",
-                logic_error);
-}
-
-}  // namespace
-
 void bind_join(nb::module_& m) {
   m.def(
       "join_tables",

@@ -83,4 +83,5 @@ NB_MODULE(_spillway, m) {
   bind_join(m);
   bind_groupby(m);
   bind_sort(m);
+  bind_streaming(m);
 }

@@ -32,4 +32,29 @@ std::function<void(std::uint32_t, Table&&)> sink_of(nb::callable out, BufferReso
   };
 }
 
+JoinType join_type(const std::string& how) {
+  for (JoinType t : {JoinType::inner, JoinType::left, JoinType::left_semi, JoinType::left_anti,
+                     JoinType::full}) {
+    if (how == to_string(t)) return t;
+  }
+  SPILLWAY_FAIL("join: how='" + how + "' (want inner, left, left_semi, left_anti or full)",
+                logic_error);
+}
+
+std::vector<Aggregation> aggregations_of(const AggSpecs& aggs) {
+  std::vector<Aggregation> a;
+  for (const auto& [column, name] : aggs) {
+    bool found = false;
+    for (AggOp op : {AggOp::count, AggOp::sum, AggOp::min, AggOp::max, AggOp::mean}) {
+      if (name == to_string(op)) {
+        a.push_back({column, op});
+        found = true;
+      }
+    }
+    SPILLWAY_EXPECTS(found,
+                     "groupby: aggregation '" + name + "' (want count, sum, min, max or mean)");
+  }
+  return a;
+}
+
 }  // namespace spillway::python

@@ -7,10 +7,15 @@
 
 #include <spillway/memory/buffer_resource.hpp>
 #include <spillway/ops/table_source.hpp>
+#include <spillway/table/groupby.hpp>
+#include <spillway/table/join.hpp>
 #include <spillway/table/table.hpp>
 
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace spillway::python {
 
@@ -22,5 +27,14 @@ ops::TableSource source_of(nb::callable next, const char* what);
 /// `out`, a Python callable taking (partition, Table), as an operator's output callback: each
 /// table is handed over (moved into a Python object that keeps `br` alive) with the GIL taken.
 std::function<void(std::uint32_t, Table&&)> sink_of(nb::callable out, BufferResource& br);
+
+/// The join of `how` ("inner", "left", "left_semi", "left_anti" or "full").
+/// @throws spillway::logic_error naming the others
+JoinType join_type(const std::string& how);
+
+/// (column index, op name) pairs as aggregations. @throws spillway::logic_error for an op
+/// that is not count, sum, min, max or mean
+using AggSpecs = std::vector<std::pair<std::size_t, std::string>>;
+std::vector<Aggregation> aggregations_of(const AggSpecs& aggs);
 
 }  // namespace spillway::python
