@@ -120,10 +120,10 @@ class Network:
     def source(self, data: Any, *, name: str = "source", batch_rows: int = 65536,
                max_messages: int | None = None):
         """Sends each batch of `data` (anything spillway.shuffle takes: a pyarrow Table, a
-        stream, Parquet read as it goes), at most `batch_rows` rows each, copied into the
-        network's tier. A source with no rows sends one empty table (the operators need the
-        schema)."""
-        it = batches(_in_slices(data, batch_rows), self._br, self._tier, batch_rows)
+        stream, an iterator of tables read as it goes), at most `batch_rows` rows each, in host
+        memory (an actor that works on the GPU brings each up as it receives it). A source
+        with no rows sends one empty table (the operators need the schema)."""
+        it = batches(_in_slices(data, batch_rows), self._br, "HOST", batch_rows)
         first = next(it, None)
         if first is None:
             raise UsageError(f"source {name!r}: the data gave no table (give an empty one with "
@@ -139,20 +139,17 @@ class Network:
 
     def map(self, input, fn: Callable[[Any], Any], *, name: str = "map",
             columns: Sequence[str] | None = None, arrow: bool = True):
-        """`fn` of each table: a pyarrow Table in, a pyarrow Table (or None to drop it) out;
-        with arrow=False the spillway Table itself (its columns through DLPack, on the GPU
-        too), returning a spillway Table or None. `columns` names the output's columns when
+        """`fn` of each table: a pyarrow Table in, a pyarrow Table (or None to drop it) out, on
+        the host; with arrow=False the spillway Table itself in the network's tier (its columns
+        through DLPack, on the GPU too), returning a spillway Table or None. `columns` names the output's columns when
         they differ from the input's."""
-        br, tier = self._br, self._tier
+        br = self._br
 
         def call(table):
             if not arrow:
                 return fn(table)
             out = fn(to_arrow(table))
-            if out is None:
-                return None
-            t = from_arrow(out, br)
-            return t.copy(tier) if tier == "DEVICE" else t
+            return None if out is None else from_arrow(out, br)
 
         out = self.channel(f"{name}.out",
                            columns=columns if columns is not None else self.columns(input))
