@@ -6,6 +6,7 @@
 #include <spillway/shuffle/shuffler.hpp>
 #include <spillway/table/gather.hpp>
 #include <spillway/table/pack.hpp>
+#include <spillway/table/pack_format.hpp>
 #include <spillway/table/spillable_tables.hpp>
 
 #include "ops/detail/pieces.hpp"
@@ -89,6 +90,34 @@ std::unordered_map<PartID, PackedData> ranges_of(const Table& t, const Table& sp
     if (count[p + 1] > count[p]) chunks.emplace(p, std::move(parts[p]));
   }
   return chunks;
+}
+
+/// This rank's range in origin order: its chunks (each one's rows in origin order already, and
+/// no two chunks' origins interleaving: a chunk holds rows of one piece of one rank) ordered by
+/// their first row's origin and concatenated. A stable sort on the keys alone then orders ties
+/// by origin, without comparing origins row by row.
+Table range_in_origin_order(std::vector<PackedData> chunks, const Table& schema_o,
+                            BufferResource& br) {
+  if (chunks.empty()) return detail::empty_like(schema_o.view(), false, br);
+  std::vector<std::size_t> starts{0};
+  for (const PackedData& c : chunks) {
+    starts.push_back(starts.back() +
+                     spillway::detail::decode(c.metadata, c.payload->size()).num_rows);
+  }
+  const Table all = unpack_and_concat(std::move(chunks), br);
+  const ColumnView& origin = all.view().columns.back();
+  std::vector<std::size_t> order(starts.size() - 1);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return origin.value<std::int64_t>(starts[a]) < origin.value<std::int64_t>(starts[b]);
+  });
+  std::vector<std::int64_t> rows;
+  rows.reserve(all.num_rows());
+  for (const std::size_t c : order) {
+    for (std::size_t i = starts[c]; i < starts[c + 1]; ++i)
+      rows.push_back(static_cast<std::int64_t>(i));
+  }
+  return gather(all.view(), rows, br);
 }
 
 /// Top-k: each rank's first `limit` rows, allgathered; rank 0 keeps the first `limit` of all.
@@ -188,8 +217,8 @@ void sort(Communicator& comm, BufferResource& br, const TableSource& input,
     }
     shuffle.insert_finished();
     const PartID pid = shuffle.wait_any(comm.timeout());
-    const Table range = detail::extract_table(shuffle, pid, schema_o, false, br);
-    out(without_origin(sort(range.view(), keys_o, br)));
+    const Table range = range_in_origin_order(shuffle.extract(pid), schema_o, br);
+    out(without_origin(sort(range.view(), keys, br)));
   });
 }
 

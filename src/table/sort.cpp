@@ -147,15 +147,39 @@ auto row_less(const RowOrder& order) {
     return c != 0 ? c < 0 : x < y;
   };
 }
+/// Sorts each run of rows whose first key (`first`, of storage type T) is equal by the other
+/// `keys`; a run is in row order, and stays so among rows equal on every key (stable).
+template <typename T>
+void order_ties(const TableView& table, const ColumnView& first, std::span<const SortKey> keys,
+                std::vector<std::int64_t>& rows) {
+  const T* v = static_cast<const T*>(first.data);
+  const RowOrder rest(table, table, keys);
+  std::size_t b = 0;
+  while (b < rows.size()) {
+    std::size_t e = b + 1;
+    while (e < rows.size() && compare_values(v[rows[e]], v[rows[b]]) == 0) ++e;
+    if (e - b > 1) {
+      std::stable_sort(
+          rows.begin() + static_cast<std::ptrdiff_t>(b),
+          rows.begin() + static_cast<std::ptrdiff_t>(e), [&rest](std::int64_t x, std::int64_t y) {
+            return rest.compare(static_cast<std::size_t>(x), static_cast<std::size_t>(y)) < 0;
+          });
+    }
+    b = e;
+  }
+}
 }  // namespace
 
 std::vector<std::int64_t> sort_order(const TableView& table, std::span<const SortKey> keys,
                                      std::size_t threads) {
   check_keys(table, keys);
   const ColumnView& first = table.columns[keys.front().column];
-  if (keys.size() == 1 && !first.nullable() && first.type != TypeId::STRING) {
+  if (!first.nullable() && first.type != TypeId::STRING) {
+    // The first key alone, then each run of equal first keys by the others.
     return detail::dispatch_fixed(first.type, [&]<typename T>() {
-      return sort_one_key<T>(first, keys.front().descending, threads);
+      std::vector<std::int64_t> rows = sort_one_key<T>(first, keys.front().descending, threads);
+      if (keys.size() > 1) order_ties<T>(table, first, keys.subspan(1), rows);
+      return rows;
     });
   }
   const RowOrder order(table, table, keys);
