@@ -105,7 +105,8 @@ Table range_in_origin_order(std::vector<PackedData> chunks, const Table& schema_
                      spillway::detail::decode(c.metadata, c.payload->size()).num_rows);
   }
   const Table all = unpack_and_concat(std::move(chunks), br);
-  const ColumnView& origin = all.view().columns.back();
+  const TableView view = all.view();
+  const ColumnView& origin = view.columns.back();
   std::vector<std::size_t> order(starts.size() - 1);
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {

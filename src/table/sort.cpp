@@ -41,14 +41,15 @@ void check_keys(const TableView& t, std::span<const SortKey> keys) {
   }
 }
 
-/// The comparator of one key column of `a` against `b`, order and nulls applied.
+/// The comparator of one key column of `a` against `b`, order and nulls applied. It keeps
+/// copies of the views (a RowOrder outlives the TableViews it was made from).
 std::function<int(std::size_t, std::size_t)> column_order(const ColumnView& a, const ColumnView& b,
                                                           const SortKey& k) {
   const int sign = k.descending ? -1 : 1;
   const int null_side = k.nulls_first ? -1 : 1;
   std::function<int(std::size_t, std::size_t)> values;
   if (a.type == TypeId::STRING) {
-    values = [&a, &b](std::size_t i, std::size_t j) {
+    values = [a, b](std::size_t i, std::size_t j) {
       const int c = a.string(i).compare(b.string(j));
       return (c > 0) - (c < 0);
     };
@@ -63,7 +64,7 @@ std::function<int(std::size_t, std::size_t)> column_order(const ColumnView& a, c
   if (!a.nullable() && !b.nullable()) {
     return [values, sign](std::size_t i, std::size_t j) { return sign * values(i, j); };
   }
-  return [&a, &b, values, sign, null_side](std::size_t i, std::size_t j) {
+  return [a, b, values, sign, null_side](std::size_t i, std::size_t j) {
     const bool vi = a.is_valid(i);
     const bool vj = b.is_valid(j);
     if (!vi || !vj) return vi == vj ? 0 : (vi ? -null_side : null_side);

@@ -25,7 +25,8 @@ struct SortKey {
 };
 
 /// Compares a row of one table with a row of another on `keys` (the same columns of the same
-/// types in both: a table and the splitters sampled from it, say). Host memory.
+/// types in both: a table and the splitters sampled from it, say). Host memory; the tables'
+/// data must outlive it (their TableViews need not).
 class RowOrder {
  public:
   /// @throws spillway::logic_error for a key out of range or of another type in `b`
