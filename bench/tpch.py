@@ -231,9 +231,10 @@ def main(argv=None) -> int:
             limits["host_limit"] = limit
         if device_limit is not None:
             limits["device_limit"] = device_limit
-        # Batches of at most a sixteenth of the working tier's limit (rows of ~64 bytes).
+        # Batches of 128 Ki rows (a few MiB: the steps of a batch stay in cache and the actors
+        # overlap; 4 Mi on the GPU), and at most a sixteenth of the working tier's limit.
         limit_bytes = _spillway.BufferResource(**limits).limit("DEVICE" if args.gpu else "HOST")
-        batch_rows = 1 << 20 if limit_bytes >= 2**62 else max(1024, limit_bytes // 16 // 64)
+        batch_rows = min(1 << 22 if args.gpu else 1 << 17, max(1024, limit_bytes // 16 // 64))
         ok = [run_query(q, args, data, limits, batch_rows) for q in queries]
         return 0 if all(ok) else 1
     finally:

@@ -69,11 +69,12 @@ cmake -S tests/install_consumer -B "$prefix/consumer" -G Ninja \
 cmake --build "$prefix/consumer"
 "$prefix/consumer/consumer"
 
-step "demo smoke run, the README's main job (scripts/demo-run.sh) and its C++ example"
+step "demo smoke run, the README's main job (scripts/demo-run.sh), its C++ example, a query network"
 ./build/cpu/examples/spillway-spill-demo --data 128 --buffer 8 --host-limit 32 --cpu
 bash scripts/demo-run.sh build/cpu
 python3 scripts/check-readme-example.py
 ./build/cpu/examples/spillway-readme-example
+./build/cpu/examples/spillway-query-example
 
 echo
 echo "all tests passed"

@@ -1,6 +1,8 @@
 #pragma once
 /// @file spillway.hpp
-/// Everything public in one include (all but comm/mpi_world.hpp, which needs <mpi.h>).
+/// Everything public in one include: all but comm/mpi_world.hpp (it needs <mpi.h>) and the
+/// headers marked as not a stable API (table/pack_format.hpp, table/partition_order.hpp,
+/// transfer/gpu_copies.hpp).
 
 #include <spillway/comm/bootstrap.hpp>
 #include <spillway/comm/collectives.hpp>
@@ -12,13 +14,16 @@
 #include <spillway/comm/progress_thread.hpp>
 #include <spillway/comm/single.hpp>
 #include <spillway/comm/tag.hpp>
+#include <spillway/comm/transfer.hpp>
 #include <spillway/core/cuda.hpp>
 #include <spillway/core/error.hpp>
 #include <spillway/core/event.hpp>
+#include <spillway/core/hex.hpp>
 #include <spillway/core/host_device.hpp>
 #include <spillway/core/limit.hpp>
 #include <spillway/core/logging.hpp>
 #include <spillway/core/options.hpp>
+#include <spillway/core/setting_by_name.hpp>
 #include <spillway/core/stream.hpp>
 #include <spillway/core/topology.hpp>
 #include <spillway/core/units.hpp>
@@ -46,11 +51,25 @@
 #include <spillway/memory/spill_manager.hpp>
 #include <spillway/memory/spillable_store.hpp>
 #include <spillway/memory/statistics_adaptor.hpp>
+#include <spillway/memory/transfer_budget.hpp>
+#include <spillway/ops/actors.hpp>
+#include <spillway/ops/groupby.hpp>
 #include <spillway/ops/hash_join.hpp>
+#include <spillway/ops/join_plan.hpp>
+#include <spillway/ops/sort.hpp>
+#include <spillway/ops/table_source.hpp>
 #include <spillway/shuffle/partition_owner.hpp>
 #include <spillway/shuffle/shuffler.hpp>
 #include <spillway/stats/memory_profiler.hpp>
 #include <spillway/stats/statistics.hpp>
+#include <spillway/streaming/actor.hpp>
+#include <spillway/streaming/actor_stats.hpp>
+#include <spillway/streaming/actors.hpp>
+#include <spillway/streaming/channel.hpp>
+#include <spillway/streaming/context.hpp>
+#include <spillway/streaming/executor.hpp>
+#include <spillway/streaming/message.hpp>
+#include <spillway/streaming/network.hpp>
 #include <spillway/table/arrow.hpp>
 #include <spillway/table/checksum.hpp>
 #include <spillway/table/column_view.hpp>
@@ -58,14 +77,19 @@
 #include <spillway/table/gather.hpp>
 #include <spillway/table/generator.hpp>
 #include <spillway/table/gpu.hpp>
+#include <spillway/table/gpu_groupby.hpp>
+#include <spillway/table/gpu_join.hpp>
 #include <spillway/table/groupby.hpp>
 #include <spillway/table/hashing.hpp>
 #include <spillway/table/join.hpp>
 #include <spillway/table/pack.hpp>
 #include <spillway/table/packed_data.hpp>
 #include <spillway/table/partition.hpp>
+#include <spillway/table/sort.hpp>
+#include <spillway/table/spillable_tables.hpp>
 #include <spillway/table/table.hpp>
 #include <spillway/transfer/engine.hpp>
 #include <spillway/transfer/region.hpp>
+#include <spillway/transfer/shared_host_memory.hpp>
 #include <spillway/transfer/ticket.hpp>
 #include <spillway/transfer/types.hpp>
