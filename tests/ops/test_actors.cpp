@@ -206,46 +206,49 @@ TEST(OpActors, AJoinThenAGroupByAsOneNetworkEqualsTheLocalOnes) {
 }
 
 // Rank 1's map throws on its first message: its network fails with that error; rank 0's
-// shuffle waits for rank 1's rows and fails with a comm_error within the 2 s timeout.
+// shuffle waits for rank 1's rows and fails with a comm_error within the 2 s timeout, over the
+// local communicator (ranks as threads) and over transfer engines (each rank its own).
 TEST(OpActors, AFailureOnOneRankStopsEveryRanksNetwork) {
-  test::TempDir dir;
-  std::mutex m;
-  std::vector<std::string> errors(2);
-  std::vector<double> seconds(2);
-  const int rc =
-      run_ranks(RankKind::local, 2, test::host_config(dir.path()),
-                [&](Communicator& comm, BufferResource& br) {
-                  comm.set_timeout(std::chrono::seconds(2));
-                  const Table t = side(comm.rank(), 5000, 3, br);
-                  Network net(br, &comm);
-                  Channel& a = net.channel("a");
-                  Channel& b = net.channel("b");
-                  Channel& c = net.channel("c");
-                  const Rank me = comm.rank();
-                  net.add("source", {}, {&a}, source(pieces(t, 4, MemoryType::HOST, br)));
-                  net.add("check", {&a}, {&b},
-                          map(
-                              [me](Table&& x) -> std::optional<Table> {
-                                if (me == 1) throw std::runtime_error("a bad row on rank 1");
-                                return std::move(x);
-                              },
-                              MemoryType::HOST));
-                  net.add("shuffle", {&b}, {&c}, ops::shuffle_actor({0}, 2, 0, MemoryType::HOST));
-                  net.add("sink", {&c}, {}, sink([](streaming::Message&&) {}, MemoryType::HOST));
-                  const auto t0 = std::chrono::steady_clock::now();
-                  try {
-                    net.run();
-                  } catch (const std::exception& e) {
-                    std::lock_guard lock(m);
-                    errors[static_cast<std::size_t>(me)] = e.what();
-                  }
-                  seconds[static_cast<std::size_t>(me)] =
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                  return 0;
-                });
-  EXPECT_EQ(rc, 0);
-  EXPECT_EQ(errors[1], "a bad row on rank 1");
-  EXPECT_NE(errors[0].find("shuffle"), std::string::npos) << errors[0];
-  EXPECT_LT(seconds[0], 10.0);
-  EXPECT_LT(seconds[1], 10.0);
+  for (const RankKind kind : {RankKind::local, RankKind::transfer}) {
+    SCOPED_TRACE(kind == RankKind::local ? "local" : "transfer");
+    test::TempDir dir;
+    std::mutex m;
+    std::vector<std::string> errors(2);
+    std::vector<double> seconds(2);
+    const int rc = run_ranks(kind, 2, test::host_config(dir.path()),
+                             [&](Communicator& comm, BufferResource& br) {
+      comm.set_timeout(std::chrono::seconds(2));
+      const Table t = side(comm.rank(), 5000, 3, br);
+      Network net(br, &comm);
+      Channel& a = net.channel("a");
+      Channel& b = net.channel("b");
+      Channel& c = net.channel("c");
+      const Rank me = comm.rank();
+      net.add("source", {}, {&a}, source(pieces(t, 4, MemoryType::HOST, br)));
+      net.add("check", {&a}, {&b}, map([me](Table&& x) -> std::optional<Table> {
+                if (me == 1) throw std::runtime_error("a bad row on rank 1");
+                return std::move(x);
+              }, MemoryType::HOST));
+      net.add("shuffle", {&b}, {&c}, ops::shuffle_actor({0}, 2, 0, MemoryType::HOST));
+      net.add("sink", {&c}, {}, sink([](streaming::Message&&) {}, MemoryType::HOST));
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        net.run();
+      } catch (const std::exception& e) {
+        std::lock_guard lock(m);
+        errors[static_cast<std::size_t>(me)] = e.what();
+      }
+      seconds[static_cast<std::size_t>(me)] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return 0;
+    });
+    EXPECT_EQ(rc, 0);
+    EXPECT_EQ(errors[1], "a bad row on rank 1");
+    // The local communicator says rank 1 left, the transfer engine that peer 1 is gone.
+    EXPECT_TRUE(errors[0].find("rank 1") != std::string::npos ||
+                errors[0].find("peer 1") != std::string::npos)
+        << errors[0];
+    EXPECT_LT(seconds[0], 10.0);
+    EXPECT_LT(seconds[1], 10.0);
+  }
 }
