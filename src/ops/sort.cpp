@@ -12,6 +12,7 @@
 #include "ops/detail/pieces.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -95,10 +96,34 @@ std::unordered_map<PartID, PackedData> ranges_of(const Table& t, const Table& sp
 /// This rank's range in origin order: its chunks (each one's rows in origin order already, and
 /// no two chunks' origins interleaving: a chunk holds rows of one piece of one rank) ordered by
 /// their first row's origin and concatenated. A stable sort on the keys alone then orders ties
-/// by origin, without comparing origins row by row.
+/// by origin, without comparing origins row by row. A chunk's first origin is read from its
+/// payload where that is in host memory; otherwise the chunks are concatenated as they come
+/// and the rows gathered in origin order.
 Table range_in_origin_order(std::vector<PackedData> chunks, const Table& schema_o,
                             BufferResource& br) {
   if (chunks.empty()) return detail::empty_like(schema_o.view(), false, br);
+  std::vector<std::int64_t> first(chunks.size());
+  bool readable = true;
+  for (std::size_t c = 0; c < chunks.size() && readable; ++c) {
+    const Buffer& payload = *chunks[c].payload;
+    const spillway::detail::PackLayout layout =
+        spillway::detail::decode(chunks[c].metadata, payload.size());
+    readable =
+        payload.mem_type() == MemoryType::HOST || payload.mem_type() == MemoryType::PINNED_HOST;
+    if (readable) {
+      std::memcpy(&first[c], payload.data() + layout.columns.back().data.offset,
+                  sizeof(std::int64_t));
+    }
+  }
+  if (readable) {
+    std::vector<std::size_t> order(chunks.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return first[a] < first[b]; });
+    std::vector<PackedData> ordered;
+    for (const std::size_t c : order) ordered.push_back(std::move(chunks[c]));
+    return unpack_and_concat(std::move(ordered), br);
+  }
   std::vector<std::size_t> starts{0};
   for (const PackedData& c : chunks) {
     starts.push_back(starts.back() +
@@ -118,7 +143,7 @@ Table range_in_origin_order(std::vector<PackedData> chunks, const Table& schema_
     for (std::size_t i = starts[c]; i < starts[c + 1]; ++i)
       rows.push_back(static_cast<std::int64_t>(i));
   }
-  return gather(all.view(), rows, br);
+  return gather(view, rows, br);
 }
 
 /// Top-k: each rank's first `limit` rows, allgathered; rank 0 keeps the first `limit` of all.

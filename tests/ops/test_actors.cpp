@@ -19,6 +19,7 @@
 #include <spillway/table/pack.hpp>
 
 #include "common.hpp"
+#include "ops/table_pieces.hpp"
 
 #include <chrono>
 #include <mutex>
@@ -43,20 +44,6 @@ Table side(Rank r, std::size_t rows, std::uint64_t seed, BufferResource& br) {
   o.key_cardinality = 200;
   o.seed = seed + 10 * static_cast<std::uint64_t>(r);
   return random_table(o, br);
-}
-
-/// `t` in `n` pieces (at least one, maybe without rows), each copied into `to` when asked for.
-TableSource pieces(const Table& t, std::size_t n, MemoryType to, BufferResource& br) {
-  auto next = std::make_shared<std::size_t>(0);
-  return [&t, n, to, &br, next]() -> std::optional<Table> {
-    if (*next == n) return std::nullopt;
-    const std::size_t p = (*next)++;
-    std::vector<std::int64_t> rows;
-    for (std::size_t i = t.num_rows() * p / n; i < t.num_rows() * (p + 1) / n; ++i) {
-      rows.push_back(static_cast<std::int64_t>(i));
-    }
-    return copy_table(gather(t.view(), rows, br), to, br, br.stream());
-  };
 }
 
 void check_shuffle(int nranks, bool on_gpu, std::size_t limit_mib, Rank empty_rank) {
@@ -86,7 +73,7 @@ void check_shuffle(int nranks, bool on_gpu, std::size_t limit_mib, Rank empty_ra
         Network net(br, &comm);
         Channel& in = net.channel("in");
         Channel& out = net.channel("out");
-        net.add("source", {}, {&in}, source(pieces(t, 7, tier, br)));
+        net.add("source", {}, {&in}, source(test::pieces(t, 7, tier, br)));
         net.add("shuffle", {&in}, {&out}, ops::shuffle_actor({0}, kParts, 0, tier));
         net.add(
             "sink", {&out}, {},
@@ -178,8 +165,8 @@ TEST(OpActors, AJoinThenAGroupByAsOneNetworkEqualsTheLocalOnes) {
                   Channel& joined = net.channel("joined");
                   Channel& groups = net.channel("groups");
                   constexpr MemoryType H = MemoryType::HOST;
-                  net.add("left", {}, {&lc}, source(pieces(l, 3, H, br)));
-                  net.add("right", {}, {&rc2}, source(pieces(r, 2, H, br)));
+                  net.add("left", {}, {&lc}, source(test::pieces(l, 3, H, br)));
+                  net.add("right", {}, {&rc2}, source(test::pieces(r, 2, H, br)));
                   ops::HashJoinOptions jo;
                   jo.partitions = 4;
                   jo.op = 0;
@@ -215,33 +202,36 @@ TEST(OpActors, AFailureOnOneRankStopsEveryRanksNetwork) {
     std::mutex m;
     std::vector<std::string> errors(2);
     std::vector<double> seconds(2);
-    const int rc = run_ranks(kind, 2, test::host_config(dir.path()),
-                             [&](Communicator& comm, BufferResource& br) {
-      comm.set_timeout(std::chrono::seconds(2));
-      const Table t = side(comm.rank(), 5000, 3, br);
-      Network net(br, &comm);
-      Channel& a = net.channel("a");
-      Channel& b = net.channel("b");
-      Channel& c = net.channel("c");
-      const Rank me = comm.rank();
-      net.add("source", {}, {&a}, source(pieces(t, 4, MemoryType::HOST, br)));
-      net.add("check", {&a}, {&b}, map([me](Table&& x) -> std::optional<Table> {
-                if (me == 1) throw std::runtime_error("a bad row on rank 1");
-                return std::move(x);
-              }, MemoryType::HOST));
-      net.add("shuffle", {&b}, {&c}, ops::shuffle_actor({0}, 2, 0, MemoryType::HOST));
-      net.add("sink", {&c}, {}, sink([](streaming::Message&&) {}, MemoryType::HOST));
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
-        net.run();
-      } catch (const std::exception& e) {
-        std::lock_guard lock(m);
-        errors[static_cast<std::size_t>(me)] = e.what();
-      }
-      seconds[static_cast<std::size_t>(me)] =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      return 0;
-    });
+    const int rc = run_ranks(
+        kind, 2, test::host_config(dir.path()), [&](Communicator& comm, BufferResource& br) {
+          comm.set_timeout(std::chrono::seconds(2));
+          const Table t = side(comm.rank(), 5000, 3, br);
+          Network net(br, &comm);
+          Channel& a = net.channel("a");
+          Channel& b = net.channel("b");
+          Channel& c = net.channel("c");
+          const Rank me = comm.rank();
+          net.add("source", {}, {&a}, source(test::pieces(t, 4, MemoryType::HOST, br)));
+          net.add("check", {&a}, {&b},
+                  map(
+                      [me](Table&& x) -> std::optional<Table> {
+                        if (me == 1) throw std::runtime_error("a bad row on rank 1");
+                        return std::move(x);
+                      },
+                      MemoryType::HOST));
+          net.add("shuffle", {&b}, {&c}, ops::shuffle_actor({0}, 2, 0, MemoryType::HOST));
+          net.add("sink", {&c}, {}, sink([](streaming::Message&&) {}, MemoryType::HOST));
+          const auto t0 = std::chrono::steady_clock::now();
+          try {
+            net.run();
+          } catch (const std::exception& e) {
+            std::lock_guard lock(m);
+            errors[static_cast<std::size_t>(me)] = e.what();
+          }
+          seconds[static_cast<std::size_t>(me)] =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          return 0;
+        });
     EXPECT_EQ(rc, 0);
     EXPECT_EQ(errors[1], "a bad row on rank 1");
     // The local communicator says rank 1 left, the transfer engine that peer 1 is gone.

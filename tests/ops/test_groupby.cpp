@@ -14,6 +14,7 @@
 #include <spillway/table/pack.hpp>
 
 #include "common.hpp"
+#include "ops/table_pieces.hpp"
 #include "table/join_sides.hpp"
 
 #include <memory>
@@ -39,20 +40,6 @@ Table part(Rank r, std::size_t rows, Rank empty_rank, BufferResource& br) {
   Column s = test::strings_of(cols[1].view(), br);
   cols.push_back(std::move(s));
   return Table(std::move(cols), {"k", "v", "w", "s"});
-}
-
-/// A source of `t` in `n` pieces, each copied into `to` when it is asked for.
-ops::TableSource pieces(const Table& t, std::size_t n, MemoryType to, BufferResource& br) {
-  auto next = std::make_shared<std::size_t>(0);
-  return [&t, n, to, &br, next]() -> std::optional<Table> {
-    if (*next == n) return std::nullopt;
-    const std::size_t p = (*next)++;
-    std::vector<std::int64_t> rows;
-    for (std::size_t i = t.num_rows() * p / n; i < t.num_rows() * (p + 1) / n; ++i) {
-      rows.push_back(static_cast<std::int64_t>(i));
-    }
-    return copy_table(gather(t.view(), rows, br), to, br, br.stream());
-  };
 }
 
 const std::vector<Aggregation> every_op{{1, AggOp::count}, {1, AggOp::sum},   {1, AggOp::min},
@@ -95,7 +82,7 @@ void check(int nranks, const std::vector<std::size_t>& keys, bool on_gpu, std::s
       run_ranks(RankKind::local, nranks, cfg, [&](Communicator& comm, BufferResource& br) {
         const Table t = part(comm.rank(), rows, empty_rank, br);
         const MemoryType to = on_gpu ? MemoryType::DEVICE : MemoryType::HOST;
-        ops::groupby(comm, br, pieces(t, npieces, to, br), keys, every_op, o,
+        ops::groupby(comm, br, test::pieces(t, npieces, to, br), keys, every_op, o,
                      [&](std::uint32_t pid, Table&& g) {
                        EXPECT_EQ(g.column(0).data().mem_type(), to);
                        const TableChecksum c =
@@ -149,11 +136,12 @@ TEST(GroupByOp, BadArgumentsAreAnErrorBeforeAnythingIsSent) {
   const std::vector<std::size_t> k{0}, far{9};
   const std::vector<Aggregation> sum_of_strings{{3, AggOp::sum}};
   EXPECT_THROW(
-      ops::groupby(*comm, br, pieces(t, 1, MemoryType::HOST, br), far, every_op, {}, ignore),
+      ops::groupby(*comm, br, test::pieces(t, 1, MemoryType::HOST, br), far, every_op, {}, ignore),
       logic_error);
-  EXPECT_THROW(
-      ops::groupby(*comm, br, pieces(t, 1, MemoryType::HOST, br), k, sum_of_strings, {}, ignore),
-      logic_error);
-  EXPECT_THROW(ops::groupby(*comm, br, pieces(t, 0, MemoryType::HOST, br), k, every_op, {}, ignore),
+  EXPECT_THROW(ops::groupby(*comm, br, test::pieces(t, 1, MemoryType::HOST, br), k, sum_of_strings,
+                            {}, ignore),
                logic_error);
+  EXPECT_THROW(
+      ops::groupby(*comm, br, test::pieces(t, 0, MemoryType::HOST, br), k, every_op, {}, ignore),
+      logic_error);
 }

@@ -14,6 +14,7 @@
 #include <spillway/table/spillable_tables.hpp>
 
 #include "common.hpp"
+#include "ops/table_pieces.hpp"
 
 #include <array>
 #include <map>
@@ -48,25 +49,6 @@ Table part(Rank r, std::size_t rows_per_rank, std::uint64_t seed, Rank empty_ran
 /// Where check() puts each rank's tables: host views, host tables handed over, tables in
 /// device memory handed over (the GPU join), or either given in pieces.
 enum class Input { views, owned, device, host_pieces, device_pieces };
-
-/// A source of host table `t` in three pieces (the last may be empty), copied into `to`.
-ops::TableSource three_pieces(const Table& t, MemoryType to, BufferResource& br) {
-  auto pieces = std::make_shared<std::vector<Table>>();
-  const std::size_t n = t.num_rows();
-  for (std::size_t p = 0; p < 3; ++p) {
-    std::vector<std::int64_t> rows;
-    for (std::size_t i = n * p / 3; i < n * (p + 1) / 3; ++i) {
-      rows.push_back(static_cast<std::int64_t>(i));
-    }
-    pieces->push_back(copy_table(gather(t.view(), rows, br), to, br, br.stream()));
-  }
-  return [pieces]() -> std::optional<Table> {
-    if (pieces->empty()) return std::nullopt;
-    Table t = std::move(pieces->front());
-    pieces->erase(pieces->begin());
-    return t;
-  };
-}
 
 void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_rank,
            Input input = Input::views, std::size_t chunk_bytes = 0) {
@@ -138,8 +120,8 @@ void check(int nranks, JoinType type, std::size_t host_limit_mib, Rank empty_ran
           plan = ops::hash_join(comm, br, l.view(), keys, r.view(), keys, o, out);
         } else if (input == Input::host_pieces || input == Input::device_pieces) {
           const MemoryType to = on_gpu ? MemoryType::DEVICE : MemoryType::HOST;
-          plan = ops::hash_join(comm, br, three_pieces(l, to, br), keys, three_pieces(r, to, br),
-                                keys, o, out);
+          plan = ops::hash_join(comm, br, test::pieces(l, 3, to, br), keys,
+                                test::pieces(r, 3, to, br), keys, o, out);
         } else {
           if (input == Input::device) {
             l = copy_table(l, MemoryType::DEVICE, br, br.stream());
@@ -219,15 +201,15 @@ TEST(HashJoin, ThePlanOfSourcesTakesTheRightSidesSizeWhenGiven) {
   const Table t = side(300, 1, br);
   const auto ignore = [](std::uint32_t, Table&&) {};
   ops::HashJoinOptions o;
-  ops::JoinPlan p = ops::hash_join(*comm, br, three_pieces(t, MemoryType::HOST, br), k,
-                                   three_pieces(t, MemoryType::HOST, br), k, o, ignore);
+  ops::JoinPlan p = ops::hash_join(*comm, br, test::pieces(t, 3, MemoryType::HOST, br), k,
+                                   test::pieces(t, 3, MemoryType::HOST, br), k, o, ignore);
   EXPECT_EQ(p.partitions, 16u);
   EXPECT_FALSE(p.sizes_known);
   o.right_bytes = 100 << 10;
   o.partition_bytes = 10 << 10;
   o.broadcast_bytes = 0;  // (else a right side this small is broadcast)
-  p = ops::hash_join(*comm, br, three_pieces(t, MemoryType::HOST, br), k,
-                     three_pieces(t, MemoryType::HOST, br), k, o, ignore);
+  p = ops::hash_join(*comm, br, test::pieces(t, 3, MemoryType::HOST, br), k,
+                     test::pieces(t, 3, MemoryType::HOST, br), k, o, ignore);
   EXPECT_EQ(p.partitions, 10u) << to_string(p);
 }
 
@@ -240,7 +222,7 @@ TEST(HashJoin, SourcesWithoutPiecesOrWithOtherSchemasAreAnError) {
   const auto none = []() -> std::optional<Table> { return std::nullopt; };
   const auto ignore = [](std::uint32_t, Table&&) {};
   EXPECT_THROW(
-      ops::hash_join(*comm, br, none, k, three_pieces(t, MemoryType::HOST, br), k, {}, ignore),
+      ops::hash_join(*comm, br, none, k, test::pieces(t, 3, MemoryType::HOST, br), k, {}, ignore),
       logic_error);
   bool first = true;
   const ops::TableSource mixed = [&]() -> std::optional<Table> {
@@ -253,7 +235,7 @@ TEST(HashJoin, SourcesWithoutPiecesOrWithOtherSchemasAreAnError) {
     return side(5, 3, br);
   };
   EXPECT_THROW(
-      ops::hash_join(*comm, br, mixed, k, three_pieces(t, MemoryType::HOST, br), k, {}, ignore),
+      ops::hash_join(*comm, br, mixed, k, test::pieces(t, 3, MemoryType::HOST, br), k, {}, ignore),
       logic_error);
 }
 
@@ -327,8 +309,8 @@ ops::JoinPlan plan_and_check(int nranks, const ops::HashJoinOptions& o, bool dev
           got += c;
         };
         const ops::JoinPlan p =
-            pieces ? ops::hash_join(comm, br, three_pieces(l, to, br), keys,
-                                    three_pieces(r, to, br), keys, o, out)
+            pieces ? ops::hash_join(comm, br, test::pieces(l, 3, to, br), keys,
+                                    test::pieces(r, 3, to, br), keys, o, out)
                    : ops::hash_join(comm, br, std::move(l), keys, std::move(r), keys, o, out);
         if (p.kind == ops::JoinPlan::Kind::broadcast) {
           EXPECT_EQ(broadcast_partition, comm.rank()) << "a rank's chunks are its own partition";

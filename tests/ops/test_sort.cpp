@@ -14,6 +14,7 @@
 #include <spillway/table/generator.hpp>
 
 #include "common.hpp"
+#include "ops/table_pieces.hpp"
 #include "table/join_sides.hpp"
 
 #include <algorithm>
@@ -104,16 +105,7 @@ std::vector<std::vector<Row>> run_sort(const Case& c, TableChecksum& in, TableCh
   const int rc =
       run_ranks(RankKind::local, c.ranks, cfg, [&](Communicator& comm, BufferResource& br) {
         const Table t = part(comm.rank(), comm.rank() == c.empty_rank ? 0 : c.rows, c.skew, br);
-        auto next = std::make_shared<std::size_t>(0);
-        ops::TableSource src = [&t, &br, next, n = c.pieces]() -> std::optional<Table> {
-          if (*next == n) return std::nullopt;
-          const std::size_t p = (*next)++;
-          std::vector<std::int64_t> rows;
-          for (std::size_t i = t.num_rows() * p / n; i < t.num_rows() * (p + 1) / n; ++i) {
-            rows.push_back(static_cast<std::int64_t>(i));
-          }
-          return gather(t.view(), rows, br);
-        };
+        const ops::TableSource src = test::pieces(t, c.pieces, MemoryType::HOST, br);
         auto keep = [&](Table&& s) {
           const TableChecksum sum = checksum(s.view());
           std::lock_guard lock(m);
