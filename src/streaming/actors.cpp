@@ -71,4 +71,8 @@ ActorBody sink(std::function<void(Message&&)> fn, MemoryType tier) {
   return [fn = std::move(fn), tier](Context& ctx) { return run_sink(ctx, fn, tier); };
 }
 
+ActorBody collect(SpillableTables& into, MemoryType tier) {
+  return sink([&into](Message&& m) { into.push(std::move(m.table)); }, tier);
+}
+
 }  // namespace spillway::streaming

@@ -151,3 +151,23 @@ def test_misuse_is_a_usage_error(br):
     dangling.source(t)
     with pytest.raises(spillway.UsageError, match="0 consumers"):
         dangling.run()
+
+
+def test_a_map_on_spillway_tables_through_dlpack(br):
+    """arrow=False: the map gets the spillway Table, its columns through DLPack (NumPy here;
+    CuPy or PyTorch on the GPU), and returns a spillway Table."""
+    np = pytest.importorskip("numpy")
+    t = facts(3000, 7)
+    net = spillway.streaming.Network(br=br)
+
+    def doubled(table):
+        v = np.from_dlpack(table.column("v"))
+        return spillway.from_dlpack({"id": np.from_dlpack(table.column("id")).copy(),
+                                     "v2": v * 2}, br)
+
+    got = net.collect(net.map(net.source(t, batch_rows=1000), doubled, arrow=False,
+                              columns=["id", "v2"]))
+    net.run()
+    out = got.table()
+    assert out.column("id").to_pylist() == t.column("id").to_pylist()
+    assert out.column("v2").to_pylist() == [2 * v for v in t.column("v").to_pylist()]

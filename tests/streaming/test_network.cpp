@@ -135,6 +135,20 @@ TEST(Network, ASlowConsumersQueueSpillsAndNothingIsLost) {
     EXPECT_EQ(got[i], checksum(table_of(10000 + i, i, br).view())) << "table " << i;
   }
   EXPECT_GT(on_disk, 3 * MiB);
+  // The same tables collected into a spillable collection: they wait there, on disk too.
+  {
+    SpillableTables kept(br);
+    Network net(br);
+    Channel& a = net.channel("a");
+    net.add("source", {}, {&a}, source(tables(br, 40, 10000)));
+    net.add("collect", {&a}, {}, collect(kept, H));
+    net.run();
+    EXPECT_EQ(kept.size(), 40u);
+    EXPECT_GT(kept.bytes_in(MemoryType::DISK), 3 * MiB);
+    for (std::uint64_t i = 0; i < 40; ++i) {
+      EXPECT_EQ(checksum(kept.pop(H)->view()), got[i]) << "table " << i;
+    }
+  }
   EXPECT_LE(br.peak(H), 1 * MiB);
   EXPECT_EQ(br.used(H), 0u);
   EXPECT_EQ(br.used(MemoryType::DISK), 0u);

@@ -7,6 +7,7 @@
 #include <spillway/memory/memory_type.hpp>
 #include <spillway/streaming/message.hpp>
 #include <spillway/streaming/network.hpp>
+#include <spillway/table/spillable_tables.hpp>
 
 #include <functional>
 #include <optional>
@@ -32,5 +33,9 @@ ActorBody concat(MemoryType tier);
 
 /// One input, no output: `fn` of each message, received in `tier`, on an executor thread.
 ActorBody sink(std::function<void(Message&&)> fn, MemoryType tier);
+
+/// One input, no output: each message's table kept in `into` (a spillable collection, which
+/// must outlive the run), received in `tier`; the tables stay spillable until taken.
+ActorBody collect(SpillableTables& into, MemoryType tier);
 
 }  // namespace spillway::streaming
