@@ -9,7 +9,9 @@
 #include "table/detail/type_dispatch.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <string_view>
 #include <type_traits>
@@ -94,9 +96,73 @@ void parallel_sort(It first, It last, Less less, std::size_t threads) {
   }
 }
 
-/// One fixed-width key without nulls: (key, row) pairs, the row breaking ties (stable).
+/// A value of T as an unsigned integer of the same order (compare_values'): two's complement
+/// with its sign bit flipped; a float's bits with the negatives reversed, -0.0 as 0.0 and every
+/// NaN above +inf. Complemented for a descending key.
+template <typename T>
+std::uint64_t radix_key(T v, bool descending) {
+  std::uint64_t u = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    constexpr Bits sign = Bits{1} << (8 * sizeof(T) - 1);
+    if (std::isnan(v)) {
+      u = ~Bits{0};
+    } else {
+      Bits b = 0;
+      const T w = v == T(0) ? T(0) : v;  // -0.0 as 0.0
+      std::memcpy(&b, &w, sizeof b);
+      u = (b & sign) != 0 ? static_cast<Bits>(~b) : static_cast<Bits>(b | sign);
+    }
+  } else if constexpr (std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    u = static_cast<U>(static_cast<U>(v) ^ (U{1} << (8 * sizeof(T) - 1)));
+  } else {
+    u = v;
+  }
+  return descending ? ~u : u;
+}
+
+/// One integer or float key without nulls, by an LSD radix sort of (key, row) on bytes: each
+/// pass is stable, so rows of equal keys stay in row order. Bytes every key shares are skipped.
+template <typename T>
+std::vector<std::int64_t> radix_sort_one_key(const ColumnView& c, bool descending) {
+  const std::size_t n = c.size;
+  const T* v = static_cast<const T*>(c.data);
+  std::vector<std::uint64_t> keys(n);
+  std::vector<std::uint64_t> keys2(n);
+  std::vector<std::int64_t> rows(n);
+  std::vector<std::int64_t> rows2(n);
+  constexpr std::size_t kBytes = sizeof(T);
+  std::vector<std::array<std::size_t, 256>> count(kBytes, std::array<std::size_t, 256>{});
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t k = radix_key(v[i], descending);
+    keys[i] = k;
+    rows[i] = static_cast<std::int64_t>(i);
+    for (std::size_t b = 0; b < kBytes; ++b) ++count[b][(k >> (8 * b)) & 0xFF];
+  }
+  for (std::size_t b = 0; b < kBytes; ++b) {
+    auto& cb = count[b];
+    if (std::find(cb.begin(), cb.end(), n) != cb.end()) continue;  // one value of this byte
+    std::size_t at = 0;
+    for (std::size_t& x : cb) at += std::exchange(x, at);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t to = cb[(keys[i] >> (8 * b)) & 0xFF]++;
+      keys2[to] = keys[i];
+      rows2[to] = rows[i];
+    }
+    keys.swap(keys2);
+    rows.swap(rows2);
+  }
+  return rows;
+}
+
+/// One fixed-width key without nulls: (key, row) pairs, the row breaking ties (stable); a
+/// large column of integers or floats by radix sort.
 template <typename T>
 std::vector<std::int64_t> sort_one_key(const ColumnView& c, bool descending, std::size_t threads) {
+  if constexpr (std::is_arithmetic_v<T>) {
+    if (c.size >= 65536) return radix_sort_one_key<T>(c, descending);
+  }
   std::vector<std::pair<T, std::int64_t>> pairs(c.size);
   const T* v = static_cast<const T*>(c.data);
   for (std::size_t i = 0; i < c.size; ++i) pairs[i] = {v[i], static_cast<std::int64_t>(i)};
