@@ -1,5 +1,6 @@
-"""bench/tpch.py at scale 0.01 on 2 local ranks under a HOST limit of a quarter of
-the data: the join and Q1 equal DuckDB's on the same files, spilling to disk on the way."""
+"""bench/tpch.py at scale 0.01 on 2 local ranks under a HOST limit of a quarter of the data:
+Q1, Q4, Q9, Q18 and the partsupp x lineitem join, each a streaming network, equal DuckDB's
+answers on the same files, every rank within its limit, and the joins spilling on the way."""
 
 import re
 import shutil
@@ -15,22 +16,23 @@ TPCH = str(Path(__file__).resolve().parents[2] / "bench" / "tpch.py")
 
 
 @pytest.mark.skipif(shutil.which("tpchgen-cli") is None, reason="no tpchgen-cli (pip)")
-def test_the_join_and_q1_equal_duckdb_under_a_quarter_limit(tmp_path):
-    out = subprocess.run([sys.executable, TPCH, "--scale", "0.01", "--ranks",
-                          "2", "--host-limit", "25%", "--no-gpu", "--data", str(tmp_path)],
+def test_every_query_equals_duckdb_under_a_quarter_limit(tmp_path):
+    out = subprocess.run([sys.executable, TPCH, "--query", "all", "--scale", "0.01", "--ranks",
+                          "2", "--host-limit", "25%", "--data", str(tmp_path)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert re.search(r"join: 60175 rows, checksum .* == DuckDB", out.stdout), out.stdout
-    assert "Q1: 4 groups == DuckDB" in out.stdout, out.stdout
-    # Each rank within its limit, and it had to spill to get there.
-    for peak, limit, disk in re.findall(
-            r"HOST ([0-9.]+) MiB of ([0-9.]+) MiB, DISK ([0-9.]+) MiB", out.stdout):
-        assert float(peak) <= float(limit)
-        assert float(disk) > 0
+    for q in ("1", "4", "9", "18", "join"):
+        assert re.search(rf"^query {q}: \d+ rows == DuckDB", out.stdout, re.M), out.stdout
+    assert "actors of rank 0" in out.stdout and "x partsupp" in out.stdout
+    peaks = re.findall(r"HOST ([0-9.]+) MiB of ([0-9.]+) MiB, DISK ([0-9.]+) MiB", out.stdout)
+    assert len(peaks) == 10  # two ranks, five queries
+    assert all(float(peak) <= float(limit) for peak, limit, _ in peaks)
+    assert any(float(disk) > 0 for _, _, disk in peaks)  # Q9 and the join spill
 
 
 def test_bad_arguments_exit_2():
-    out = subprocess.run([sys.executable, TPCH, "--ranks", "0"],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2
-    assert "--ranks" in out.stderr
+    for args in (["--ranks", "0"], ["--query", "7"], ["--device-limit", "1GiB"]):
+        out = subprocess.run([sys.executable, TPCH, *args], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 2, args
+        assert args[0] in out.stderr, out.stderr
