@@ -110,9 +110,9 @@ class PyNetwork {
  public:
   PyNetwork(BufferResource& br, Communicator* comm, std::size_t threads, std::size_t max_messages,
             std::size_t max_bytes)
-      : br_{br},
-        net_{std::make_unique<streaming::Network>(
-            br, comm, streaming::NetworkOptions{threads, {max_messages, max_bytes, 0}})} {}
+      : defaults_{max_messages, max_bytes, 0},
+        net_{std::make_unique<streaming::Network>(br, comm,
+                                                  streaming::NetworkOptions{threads, defaults_})} {}
   ~PyNetwork() {
     net_.reset();  // the actors' frames (and their copies of the callables) first
     fns_.clear();
@@ -122,7 +122,7 @@ class PyNetwork {
 
   Channel& channel(std::string name, std::optional<std::size_t> max_messages,
                    std::optional<std::size_t> max_bytes) {
-    streaming::ChannelOptions o = defaults_;
+    streaming::ChannelOptions o = defaults_;  // the network's bounds, or the channel's own
     if (max_messages) o.max_messages = *max_messages;
     if (max_bytes) o.max_bytes = *max_bytes;
     return net().channel(std::move(name), o);
@@ -135,15 +135,16 @@ class PyNetwork {
     fns_.push_back(std::make_shared<nb::object>(std::move(fn)));
     return fns_.back();
   }
+  /// After a run: the callables are no longer called, and holding them would keep a cycle
+  /// (a callable that uses a channel, the channel its network) alive for ever.
+  void release_callables() { fns_.clear(); }
   streaming::Network& net() {
     SPILLWAY_EXPECTS(net_ != nullptr, "streaming: the network was closed");
     return *net_;
   }
-  BufferResource& br() const noexcept { return br_; }
 
  private:
-  BufferResource& br_;
-  streaming::ChannelOptions defaults_{};
+  streaming::ChannelOptions defaults_;
   std::unique_ptr<streaming::Network> net_;
   std::vector<PyFn> fns_;
 };
@@ -280,10 +281,14 @@ void bind_streaming(nb::module_& m) {
           "run",
           [](PyNetwork& n) {
             streaming::NetworkReport r;
-            {
+            try {
               nb::gil_scoped_release nogil;
               r = n.net().run();
+            } catch (...) {
+              n.release_callables();
+              throw;
             }
+            n.release_callables();
             return nb::make_tuple(report_of(r), r.timeline(),
                                   std::chrono::duration<double>(r.wall).count());
           },

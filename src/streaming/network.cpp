@@ -156,6 +156,7 @@ NetworkReport Network::run() {
         std::make_unique<Context>(n.name, n.inputs, n.outputs, br_, comm_, *executor_, stopped_);
     try {
       n.actor = n.body(*n.ctx);
+      n.body = nullptr;  // the coroutine has its own copies of what it uses
       if (!n.actor)
         throw logic_error("streaming::Network: actor '" + n.name + "' made no coroutine");
     } catch (...) {

@@ -171,3 +171,21 @@ def test_a_map_on_spillway_tables_through_dlpack(br):
     out = got.table()
     assert out.column("id").to_pylist() == t.column("id").to_pylist()
     assert out.column("v2").to_pylist() == [2 * v for v in t.column("v").to_pylist()]
+
+
+def test_the_networks_channel_bound_holds(br):
+    """Network(max_messages=2): a slow sink never sees more than the bound and the message
+    that went over it waiting; the source's time blocked on output shows the backpressure."""
+    t = facts(20000, 8)
+    net = spillway.streaming.Network(br=br, max_messages=2)
+    rows = net.source(t, batch_rows=1000)
+    most = []
+
+    def slow(_, batch):
+        time.sleep(0.005)
+        most.append(rows.queued)
+
+    net.sink(rows, slow)
+    report = net.run()
+    assert len(most) == 20 and 1 <= max(most) <= 3
+    assert report.actors[0]["blocked_output"] > 0.02
