@@ -65,7 +65,7 @@ Options parse(int argc, char** argv) {
     } else if (a == "-n") {
       o.rows = static_cast<std::size_t>(number(i, 1, 1LL << 32));
     } else if (a == "-z") {
-      o.zipf = static_cast<double>(number(i, 1, 100));
+      o.zipf = cli::real(argc, argv, i, 0.01, 100, "-z", usage);
     } else if (a == "--pieces") {
       o.pieces = static_cast<std::size_t>(number(i, 1, 1 << 20));
     } else {
