@@ -35,18 +35,18 @@ struct Options : tools::OperatorFlags {
 };
 
 [[noreturn]] void usage(const std::string& error) {
-  cli::print_usage(
-      "spillway-bench-sort", error,
-      "usage: spillway-bench-sort [options]\n"
-      "  -C local|mpi|single   communicator (default local; mpi: run under mpirun)\n"
-      "  --ranks N             ranks of -C local (default 2)\n"
-      "  -n N                  rows per rank (default 10000000)\n"
-      "  -z S                  Zipf keys of exponent S over 2^20 values (default: uniform)\n"
-      "  --pieces N            pieces the input is given in per rank (default 8)\n"
-      "  --host-limit MIB      HOST limit per rank (default: the settings')\n"
-      "  -r N                  timed runs (default 3)\n"
-      "  -w N                  warm-up runs (default 1)\n"
-      "  -h                    this help\n");
+  cli::print_usage("spillway-bench-sort", error,
+                   "usage: spillway-bench-sort [options]\n"
+                   "  -C local|mpi|single   communicator (default local; mpi: run under mpirun)\n"
+                   "  --ranks N             ranks of -C local (default 2)\n"
+                   "  -n N                  rows per rank (default 10000000)\n"
+                   "  -z S                  Zipf keys of exponent S (0 to 10) over 2^20 values "
+                   "(default: uniform)\n"
+                   "  --pieces N            pieces the input is given in per rank (default 8)\n"
+                   "  --host-limit MIB      HOST limit per rank (default: the settings')\n"
+                   "  -r N                  timed runs (default 3)\n"
+                   "  -w N                  warm-up runs (default 1)\n"
+                   "  -h                    this help\n");
 }
 
 Options parse(int argc, char** argv) {
@@ -65,7 +65,7 @@ Options parse(int argc, char** argv) {
     } else if (a == "-n") {
       o.rows = static_cast<std::size_t>(number(i, 1, 1LL << 32));
     } else if (a == "-z") {
-      o.zipf = cli::real(argc, argv, i, 0.01, 100, "-z", usage);
+      o.zipf = cli::real(argc, argv, i, 0.01, 10, "an exponent above 0, at most 10", usage);
     } else if (a == "--pieces") {
       o.pieces = static_cast<std::size_t>(number(i, 1, 1 << 20));
     } else {
