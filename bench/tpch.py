@@ -68,10 +68,12 @@ def hundredths(col):
     for c in col.chunks:
         words = np.frombuffer(c.buffers()[1], dtype=np.int64, count=2 * (c.offset + len(c)))
         low = np.ascontiguousarray(words[2 * c.offset::2])
-        chunks.append(pa.Array.from_buffers(pa.int64(), len(c), [c.buffers()[0], pa.py_buffer(low)],
-                                            null_count=c.null_count, offset=0)
-                      if c.offset == 0 or c.buffers()[0] is None else
-                      pa.array(low, mask=c.is_null().to_numpy(zero_copy_only=False)))
+        if c.null_count and c.offset:  # a validity bitmap that does not start at bit 0
+            chunks.append(pa.array(low, mask=c.is_null().to_numpy(zero_copy_only=False)))
+        else:
+            chunks.append(pa.Array.from_buffers(
+                pa.int64(), len(c), [c.buffers()[0] if c.null_count else None, pa.py_buffer(low)],
+                null_count=c.null_count))
     return pa.chunked_array(chunks, pa.int64())
 
 
@@ -94,6 +96,7 @@ def to_spillway_types(table):
 def reader(data: Path, table: str, rank: int, columns: list[str], batch_rows: int):
     """This rank's part of `table`, a batch at a time (a table small enough to be written as
     one part, such as nation, is rank 0's; the others read none of it)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
     path = data / table / f"{table}.{rank + 1}.parquet"
     if not path.exists():
@@ -101,7 +104,6 @@ def reader(data: Path, table: str, rank: int, columns: list[str], batch_rows: in
         yield to_spillway_types(schema.empty_table().select(columns))
         return
     for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows, columns=columns):
-        import pyarrow as pa
         yield to_spillway_types(pa.Table.from_batches([batch]))
 
 

@@ -37,6 +37,15 @@ inline double process_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
+/// Regular files under `dir`, recursively (spill files left behind, say).
+inline std::size_t files_in(const std::string& dir) {
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    n += e.is_regular_file() ? 1 : 0;
+  }
+  return n;
+}
+
 /// A fresh directory under /tmp, removed with its contents at the end of the test.
 class TempDir {
  public:

@@ -51,7 +51,7 @@ void Channel::wake_senders() {
   senders_.clear();
 }
 
-bool Channel::push(Lock& /*lock*/, Message&& m, ActorStats& stats) {
+bool Channel::push(Message&& m, ActorStats& stats) {
   throw_if_cancelled();
   if (open_producers_ == 0) {
     throw logic_error("streaming::Channel '" + name_ + "': a send after every producer closed it");
@@ -108,9 +108,9 @@ Channel::ReceiveAwaiter Channel::receive(MemoryType to, Executor& ex, ActorStats
 }
 
 bool Channel::SendAwaiter::await_suspend(std::coroutine_handle<> h) {
-  Lock lock(ch_.mutex_);
+  std::lock_guard lock(ch_.mutex_);
   try {
-    queued_ = ch_.push(lock, std::move(msg_), stats_);
+    queued_ = ch_.push(std::move(msg_), stats_);
   } catch (...) {
     error_ = std::current_exception();
     return false;
@@ -149,7 +149,7 @@ std::optional<Message> Channel::ReceiveAwaiter::await_resume() {
 
 bool Channel::send_sync(Message&& m, ActorStats& stats) {
   Lock lock(mutex_);
-  if (!push(lock, std::move(m), stats)) return false;
+  if (!push(std::move(m), stats)) return false;
   const auto t0 = Clock::now();
   cv_.wait(lock, [&] { return cancelled_ || shut_ || !over_bounds(); });
   stats.blocked_output += Clock::now() - t0;

@@ -45,11 +45,6 @@ bool Executor::idle() const {
   return ready_.empty() && running_ == 0 && blocking_running_ == 0;
 }
 
-std::uint64_t Executor::resumptions() const {
-  std::lock_guard lock(mutex_);
-  return resumptions_;
-}
-
 void Executor::work() {
   std::unique_lock lock(mutex_);
   for (;;) {
@@ -58,7 +53,6 @@ void Executor::work() {
     std::coroutine_handle<> h = ready_.front();
     ready_.pop_front();
     ++running_;
-    ++resumptions_;
     lock.unlock();
     h.resume();
     lock.lock();

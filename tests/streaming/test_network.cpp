@@ -41,14 +41,6 @@ TableSource tables(BufferResource& br, std::uint64_t n, std::size_t rows = 1000)
   };
 }
 
-std::size_t files_in(const std::string& dir) {
-  std::size_t n = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-    n += e.is_regular_file() ? 1 : 0;
-  }
-  return n;
-}
-
 const NetworkReport::Entry& entry(const NetworkReport& r, const std::string& name) {
   for (const auto& e : r.actors) {
     if (e.name == name) return e;
@@ -152,7 +144,7 @@ TEST(Network, ASlowConsumersQueueSpillsAndNothingIsLost) {
   EXPECT_LE(br.peak(H), 1 * MiB);
   EXPECT_EQ(br.used(H), 0u);
   EXPECT_EQ(br.used(MemoryType::DISK), 0u);
-  EXPECT_EQ(files_in(dir.path()), 0u);
+  EXPECT_EQ(test::files_in(dir.path()), 0u);
 }
 
 // A channel of 2 messages and a slow consumer: the producer waits (its time blocked on output

@@ -41,6 +41,18 @@ std::vector<std::int64_t> order_of(const Table& t, std::vector<SortKey> keys) {
 
 using Rows = std::vector<std::int64_t>;
 
+/// Adjacent rows of `order` that `cmp` puts the other way round, or that are equal and out of
+/// row order (a stable sort has none).
+std::size_t out_of_order(const Rows& order, const RowOrder& cmp) {
+  std::size_t bad = 0;
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    const int c =
+        cmp.compare(static_cast<std::size_t>(order[i - 1]), static_cast<std::size_t>(order[i]));
+    bad += c > 0 || (c == 0 && order[i - 1] > order[i]);
+  }
+  return bad;
+}
+
 }  // namespace
 
 TEST(Sort, FloatsOrderNanLastAndNegativeZeroEqualToZero) {
@@ -99,14 +111,7 @@ TEST(Sort, RandomTablesOfEveryTypeComeOutSortedStableAndWhole) {
       const Rows order = sort_order(t.view(), keys);
       const Table s = gather(t.view(), order, br);
       EXPECT_EQ(checksum(s.view()), checksum(t.view()));
-      const RowOrder cmp(t.view(), t.view(), keys);
-      std::size_t bad = 0;
-      for (std::size_t i = 1; i < order.size(); ++i) {
-        const int c =
-            cmp.compare(static_cast<std::size_t>(order[i - 1]), static_cast<std::size_t>(order[i]));
-        bad += c > 0 || (c == 0 && order[i - 1] > order[i]);
-      }
-      EXPECT_EQ(bad, 0u);
+      EXPECT_EQ(out_of_order(order, RowOrder(t.view(), t.view(), keys)), 0u);
       // One key without nulls takes the (key, row) pairs' path: the same order as the
       // comparator's.
       if (type != TypeId::STRING) {
@@ -116,14 +121,7 @@ TEST(Sort, RandomTablesOfEveryTypeComeOutSortedStableAndWhole) {
         const Table u = random_table(p, br);
         const std::vector<SortKey> one{{0, descending}};
         const Rows fast = sort_order(u.view(), one);
-        const RowOrder c1(u.view(), u.view(), one);
-        std::size_t wrong = 0;
-        for (std::size_t i = 1; i < fast.size(); ++i) {
-          const int c =
-              c1.compare(static_cast<std::size_t>(fast[i - 1]), static_cast<std::size_t>(fast[i]));
-          wrong += c > 0 || (c == 0 && fast[i - 1] > fast[i]);
-        }
-        EXPECT_EQ(wrong, 0u);
+        EXPECT_EQ(out_of_order(fast, RowOrder(u.view(), u.view(), one)), 0u);
       }
     }
   }
@@ -183,14 +181,8 @@ TEST(Sort, LargeFloatColumnsSortAsTheComparatorOrders) {
     for (const bool descending : {false, true}) {
       const std::vector<SortKey> keys{{c, descending}};
       const Rows order = sort_order(t.view(), keys);
-      const RowOrder cmp(t.view(), t.view(), keys);
-      std::size_t bad = 0;
-      for (std::size_t i = 1; i < order.size(); ++i) {
-        const int r =
-            cmp.compare(static_cast<std::size_t>(order[i - 1]), static_cast<std::size_t>(order[i]));
-        bad += r > 0 || (r == 0 && order[i - 1] > order[i]);
-      }
-      EXPECT_EQ(bad, 0u) << "column " << c << (descending ? " descending" : "");
+      EXPECT_EQ(out_of_order(order, RowOrder(t.view(), t.view(), keys)), 0u)
+          << "column " << c << (descending ? " descending" : "");
       EXPECT_EQ(order.size(), d.size());
     }
   }

@@ -28,14 +28,6 @@ Table table_of(std::size_t rows, std::uint64_t seed, BufferResource& br) {
   return random_table(o, br);
 }
 
-std::size_t files_in(const std::string& dir) {
-  std::size_t n = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-    n += e.is_regular_file() ? 1 : 0;
-  }
-  return n;
-}
-
 }  // namespace
 
 // 16 tables of about 200 KiB under a 1 MiB host limit: most of them wait on disk.
@@ -71,7 +63,7 @@ TEST(SpillableTables, TablesBeyondTheLimitWaitOnDiskAndComeBackInOrder) {
     EXPECT_GT(kept.bytes_in(MemoryType::DISK), 0u);
   }
   EXPECT_EQ(br.used(MemoryType::HOST), 0u);
-  EXPECT_EQ(files_in(dir.path()), 0u);
+  EXPECT_EQ(test::files_in(dir.path()), 0u);
   EXPECT_LE(br.peak(MemoryType::HOST), 1 * MiB);
 }
 

@@ -103,7 +103,7 @@ class Channel {
   using Lock = std::unique_lock<std::mutex>;
 
   /// Queues `m` (lock held); false when shut (dropped). @throws as send
-  bool push(Lock& lock, Message&& m, ActorStats& stats);
+  bool push(Message&& m, ActorStats& stats);
   [[nodiscard]] bool over_bounds() const;  // lock held
   [[nodiscard]] bool receivable() const;   // lock held
   /// The oldest message in `to`; nullopt when closed and empty. @throws as receive

@@ -37,8 +37,6 @@ class Executor {
   /// Whether nothing is queued, running or blocking right now: then nothing can wake a
   /// suspended coroutine, and one still suspended waits for ever (a deadlock).
   [[nodiscard]] bool idle() const;
-  /// Coroutine resumptions so far.
-  [[nodiscard]] std::uint64_t resumptions() const;
   [[nodiscard]] std::size_t threads() const noexcept { return workers_.size(); }
 
  private:
@@ -53,7 +51,6 @@ class Executor {
   std::size_t running_{0};
   std::size_t blocking_running_{0};
   std::size_t blocking_idle_{0};
-  std::uint64_t resumptions_{0};
   bool stop_{false};
   std::vector<std::thread> workers_;
   std::vector<std::thread> blocking_;
